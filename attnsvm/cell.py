@@ -1,0 +1,179 @@
+"""One grid cell: the complete, validated description of one training + SVM run.
+
+A :class:`Cell` is what a workflow job receives, what a store records and what a summary
+indexes by (SCIENCE.md sections 1-5 name every field). Cells that differ only in ``seed``
+share a :meth:`Cell.shape_key` and are trained together as one batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+GENERATORS = ("gaussian", "relu", "orthonormal", "toy2d")
+HEADS = ("linear", "relu", "lambda")
+PARAMS = ("W", "KQ")
+ATTENTIONS = ("cross", "self")
+INITS = ("uniform", "zero")
+OPTIMIZERS = ("normalized", "plain")
+DTYPES = ("float64", "float32")
+SPACINGS = ("log", "linear")
+
+
+class CellError(ValueError):
+    """A cell field has a value outside what is allowed; the message names field and value."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid cell (SCIENCE.md sections 1-3 for data/model/training, 5 for thresholds).
+
+    ``m`` is the inner dimension of ``W = K Q^T`` (``None`` means ``m = d``); it is ignored
+    for ``param="W"``. ``lam`` is the lambda of the lambda head, ignored for other heads.
+    """
+
+    generator: str = "gaussian"
+    d: int = 10
+    T: int = 8
+    n: int = 6
+    head: str = "linear"
+    lam: float = 0.0
+    param: str = "W"
+    m: int | None = None
+    attention: str = "cross"
+    init: str = "uniform"
+    optimizer: str = "normalized"
+    lr: float = 0.1
+    iterations: int = 2000
+    checkpoint_spacing: str = "log"
+    checkpoint_count: int = 30
+    dtype: str = "float64"
+    corr_threshold: float = 0.99
+    saturation_tol: float = 1e-3
+    relevant_tol: float = 1e-3
+    rank_tol: float = 1e-6
+    support_tol: float = 1e-5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        validate_cell(self)
+
+    # ------------------------------------------------------------------ derived values
+    @property
+    def inner_dim(self) -> int:
+        """Inner dimension m of ``W = K Q^T`` (defaults to d)."""
+        return self.d if self.m is None else self.m
+
+    def shape_key(self) -> tuple:
+        """Everything but the seed: cells with equal keys train as one batch."""
+        return tuple((k, v) for k, v in self.to_dict().items() if k != "seed")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the fields, JSON-serializable."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Cell:
+        """Build a cell from a dict, rejecting unknown keys with a did-you-mean hint."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise CellError(_unknown_key_message(unknown[0], known))
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> Cell:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def digest(self) -> str:
+        """Stable SHA-256 of the cell's fields: identifies the cell in stores."""
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def checkpoints(self) -> list[int]:
+        """Checkpoint iterations: log- or linearly spaced in [1, iterations], plus the last."""
+        return checkpoint_iterations(
+            self.iterations, self.checkpoint_count, self.checkpoint_spacing
+        )
+
+
+def checkpoint_iterations(iterations: int, count: int, spacing: str = "log") -> list[int]:
+    """Sorted unique checkpoint iterations in ``[1, iterations]``, always including the last.
+
+    ``log``: ``count`` points log-spaced from 1 to ``iterations`` (rounded, deduplicated).
+    ``linear``: every ``iterations // count`` iterations (e.g. every 100 for 2000 / 20).
+    """
+    if spacing == "log":
+        pts = {
+            max(1, round(math.exp(math.log(iterations) * k / max(count - 1, 1))))
+            for k in range(count)
+        }
+    else:
+        step = max(1, iterations // count)
+        pts = set(range(step, iterations + 1, step))
+    pts.add(iterations)
+    return sorted(p for p in pts if 1 <= p <= iterations)
+
+
+def _unknown_key_message(key: str, known: set[str]) -> str:
+    import difflib
+
+    hint = difflib.get_close_matches(key, sorted(known), n=1)
+    tail = f"; did you mean '{hint[0]}'?" if hint else ""
+    return f"unknown cell field '{key}'{tail} (allowed: {', '.join(sorted(known))})"
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_real(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def validate_cell(c: Cell) -> None:
+    """Raise :class:`CellError` naming the first invalid field, its value and what is allowed."""
+
+    def bad(name: str, rule: str) -> CellError:
+        return CellError(f"{name} must be {rule}, got {getattr(c, name)!r}")
+
+    choices = {
+        "generator": GENERATORS,
+        "head": HEADS,
+        "param": PARAMS,
+        "attention": ATTENTIONS,
+        "init": INITS,
+        "optimizer": OPTIMIZERS,
+        "dtype": DTYPES,
+        "checkpoint_spacing": SPACINGS,
+    }
+    for name, allowed in choices.items():
+        if getattr(c, name) not in allowed:
+            raise bad(name, "one of " + ", ".join(allowed))
+    for name in ("d", "n", "iterations", "checkpoint_count"):
+        if not _is_int(getattr(c, name)) or getattr(c, name) < 1:
+            raise bad(name, "a positive integer")
+    if not _is_int(c.T) or c.T < 2:
+        raise bad("T", "an integer >= 2")
+    if not _is_int(c.seed) or c.seed < 0:
+        raise bad("seed", "a non-negative integer")
+    if c.m is not None and (not _is_int(c.m) or not 1 <= c.m <= c.d):
+        raise bad("m", f"an integer in [1, d={c.d}] or null (m = d)")
+    if not _is_real(c.lr) or c.lr <= 0:
+        raise bad("lr", "a positive finite number")
+    if not _is_real(c.lam) or c.lam < 0:
+        raise bad("lam", "a non-negative finite number")
+    for name in ("corr_threshold", "saturation_tol", "relevant_tol", "rank_tol", "support_tol"):
+        v = getattr(c, name)
+        if not _is_real(v) or not 0 < v < 1:
+            raise bad(name, "a number in the open interval (0, 1)")
+    if c.generator == "toy2d" and (c.n, c.T, c.d) != (2, 3, 2):
+        raise CellError(f"generator 'toy2d' needs n=2, T=3, d=2, got n={c.n}, T={c.T}, d={c.d}")
+    if c.generator == "orthonormal" and c.d < c.T:
+        raise CellError(f"generator 'orthonormal' needs d >= T, got d={c.d}, T={c.T}")
+    if c.head == "relu" and c.generator != "relu":
+        raise CellError(f"head 'relu' needs generator 'relu' (it draws V), got {c.generator!r}")
