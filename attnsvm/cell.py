@@ -57,6 +57,7 @@ class Cell:
     relevant_tol: float = 1e-3
     rank_tol: float = 1e-6
     support_tol: float = 1e-5
+    train: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -159,6 +160,8 @@ def validate_cell(c: Cell) -> None:
             raise bad(name, "a positive integer")
     if not _is_int(c.T) or c.T < 2:
         raise bad("T", "an integer >= 2")
+    if not isinstance(c.train, bool):
+        raise bad("train", "true or false")
     if not _is_int(c.seed) or c.seed < 0:
         raise bad("seed", "a non-negative integer")
     if c.m is not None and (not _is_int(c.m) or not 1 <= c.m <= c.d):

@@ -1,0 +1,76 @@
+"""Command line: ``attnsvm run-cell`` (one cell, no Snakemake) and ``attnsvm status``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+
+from attnsvm.cell import Cell, CellError
+
+
+def _parse_bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes"):
+        return True
+    if text.lower() in ("0", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
+def _add_cell_options(p: argparse.ArgumentParser) -> None:
+    for f in dataclasses.fields(Cell):
+        default = f.default
+        kind = {int: int, float: float, bool: _parse_bool}.get(type(default), str)
+        if f.name == "m":
+            kind = int
+        p.add_argument(f"--{f.name}", type=kind, default=default, help=f"(default {default})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``attnsvm`` argument parser."""
+    parser = argparse.ArgumentParser(prog="attnsvm", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    rc = sub.add_parser("run-cell", help="train one cell, solve its SVMs, print a summary")
+    _add_cell_options(rc)
+    rc.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    rc.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    st = sub.add_parser("status", help="progress of sweeps under a results directory")
+    st.add_argument("path", nargs="?", default="results", help="results dir or experiment dir")
+    st.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``attnsvm`` console script."""
+    args = build_parser().parse_args(argv)
+    if args.command == "run-cell":
+        return _run_cell(args)
+    if args.command == "status":
+        from attnsvm.status import print_status
+
+        return print_status(args.path, as_json=args.json)
+    return 2
+
+
+def _run_cell(args: argparse.Namespace) -> int:
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(Cell)}
+    try:
+        cell = Cell(**values)
+    except CellError as err:
+        print(f"attnsvm: error: {err}", file=sys.stderr)
+        return 2
+    from attnsvm.report_text import cell_summary, cell_summary_dict
+    from attnsvm.run import run_cells
+
+    (res,) = run_cells([cell], device=args.device)
+    if args.json:
+        print(json.dumps(cell_summary_dict(res), indent=2, default=float))
+    else:
+        print(cell_summary(res))
+    return 0 if res.status == "ok" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

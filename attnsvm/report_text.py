@@ -1,0 +1,88 @@
+"""One-screen text and JSON summaries of a :class:`~attnsvm.run.CellResult`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from attnsvm.run import CellResult
+
+_SVM_LABELS = {
+    "fro_alpha": "Att-SVM   (Frobenius, GD's alpha)",
+    "nuc_alpha": "Att-SVM_* (nuclear,   GD's alpha)",
+    "fro_opt": "Att-SVM   (Frobenius, opt)",
+    "nuc_opt": "Att-SVM_* (nuclear,   opt)",
+}
+
+
+def cell_summary_dict(res: CellResult) -> dict[str, Any]:
+    """JSON-ready summary: cell, status, selection, SVM statuses, scalars, timings."""
+    return {
+        "cell": res.cell.to_dict(),
+        "status": res.status,
+        "message": res.message,
+        "device": res.device,
+        "alpha": res.alpha.tolist(),
+        "opt": res.opt.tolist(),
+        "convergence": res.convergence,
+        "svms": {
+            k: {"status": r.status, "objective": r.objective, "solver": r.solver, "seconds": r.seconds}
+            for k, r in res.svms.items()
+        },
+        "scalars": {k: (None if isinstance(v, float) and math.isnan(v) else v)
+                    for k, v in res.scalars.items()},
+        "timings": res.timings,
+    }
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return "nan" if math.isnan(x) else f"{x:.6g}"
+    return str(x)
+
+
+def cell_summary(res: CellResult) -> str:
+    """Readable one-screen summary of one cell's result."""
+    c, sc = res.cell, res.scalars
+    lines = [
+        f"attnsvm cell  generator={c.generator} n={c.n} T={c.T} d={c.d} head={c.head} "
+        f"param={c.param}{'' if c.param == 'W' else f'(m={c.inner_dim})'} "
+        f"attention={c.attention} seed={c.seed}",
+        f"training      {c.optimizer} GD, lr={c.lr}, {c.iterations} iterations, {c.dtype}, "
+        f"init={c.init}, device={res.device}",
+        f"status        {res.status}" + (f": {res.message.strip().splitlines()[-1]}"
+                                        if res.message else ""),
+    ]
+    if c.train and len(res.iterations):
+        lines += [
+            f"final         loss={_fmt(sc.get('loss'))}  ||W||_F={_fmt(sc.get('wnorm'))}  "
+            f"softmax mass={_fmt(sc.get('softmax_mass'))}  rank(W_GD)={sc.get('rank_gd')}",
+            f"selection     alpha={res.alpha.tolist()}  opt={res.opt.tolist()}  "
+            f"alpha==opt: {bool(sc.get('alpha_is_opt'))}",
+        ]
+    lines.append("SVM                                  status              objective  rank  corr(W_GD)")
+    for key, r in res.svms.items():
+        corr = sc.get(f"corr_{key}", float("nan"))
+        lines.append(
+            f"  {_SVM_LABELS.get(key, key):35s}{r.status:19s}{_fmt(r.objective):>10s}"
+            f"{sc.get(f'rank_{key}', -1):>6}  {_fmt(corr)}"
+        )
+    if res.convergence:
+        lines.append(
+            f"convergence   {res.convergence}  (locally optimal: "
+            f"{bool(sc.get('locally_optimal'))}, threshold {c.corr_threshold})"
+        )
+    if "support_share" in sc:
+        lines.append(
+            f"support       share of non-selected tokens that are support vectors: "
+            f"{_fmt(sc['support_share'])}; SVM margin 1/||W_mm||_F = {_fmt(sc.get('svm_margin'))}"
+        )
+    if res.gen is not None:
+        lines.append(
+            f"Gen-SVM       corr(W, W_svmeq)={_fmt(sc.get('corr_svmeq'))}  "
+            f"corr(W, W_mm_gen)={_fmt(sc.get('corr_mm_gen'))}  "
+            f"relevant tokens/example={_fmt(sc.get('n_relevant'))}  "
+            f"ambiguous={bool(sc.get('ambiguous'))}"
+        )
+    lines.append("timings (s)   " + "  ".join(f"{k}={v:.3f}" for k, v in res.timings.items()))
+    return "\n".join(lines)

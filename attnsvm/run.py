@@ -1,0 +1,256 @@
+"""Run cells end to end: data -> batched training -> SVMs -> metrics (SCIENCE.md sections 1-5).
+
+:func:`run_cells` groups cells by :meth:`Cell.shape_key`, trains each group as one batch of
+seeds, then solves the SVMs and computes the metrics cell by cell. A failure inside one cell
+is recorded in that cell's result (status and message); it never stops the other cells.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from attnsvm import metrics as M
+from attnsvm.cell import Cell
+from attnsvm.data import Dataset, make_dataset, make_init, optimal_tokens, token_scores
+from attnsvm.svm import (
+    GenSVMResult,
+    SVMResult,
+    gen_svm,
+    is_locally_optimal,
+    solve_frobenius,
+    solve_nuclear,
+    support_tokens,
+)
+from attnsvm.constraints import att_svm_constraints
+
+CELL_STATUSES = ("ok", "nonfinite", "failed")
+"""Cell status codes: ok; nonfinite (training produced NaN/inf, the run is frozen there);
+failed (an exception in this cell; its message is kept)."""
+
+LINEAR_SVMS = ("fro_alpha", "nuc_alpha", "fro_opt", "nuc_opt")
+GEN_CURVES = ("corr_svmeq", "corr_mm_gen", "corr_single")
+
+
+@dataclass
+class CellResult:
+    """Everything one cell produced: data, trajectory, SVM solutions, scalars, curves, timings."""
+
+    cell: Cell
+    status: str
+    message: str
+    data: Dataset
+    iterations: np.ndarray  # (C,)
+    W: np.ndarray  # (C, d, d) checkpointed W(k) (K Q^T for KQ)
+    softmax: np.ndarray  # (C, n, T)
+    loss: np.ndarray  # (C,)
+    wnorm: np.ndarray  # (C,)
+    alpha: np.ndarray  # (n,) GD's selection at the last checkpoint (opt when untrained)
+    opt: np.ndarray  # (n,)
+    svms: dict[str, SVMResult] = field(default_factory=dict)
+    gen: GenSVMResult | None = None
+    scalars: dict[str, float] = field(default_factory=dict)
+    convergence: str = ""  # metrics.CONVERGENCE_TYPES, or "" when not applicable
+    curves: dict[str, np.ndarray] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    device: str = "cpu"
+
+
+def group_by_shape(cells: Sequence[Cell]) -> list[list[int]]:
+    """Indices of cells grouped by shape key (first-seen order): each group trains as a batch."""
+    groups: dict[tuple, list[int]] = {}
+    for i, c in enumerate(cells):
+        groups.setdefault(c.shape_key(), []).append(i)
+    return list(groups.values())
+
+
+def run_cells(cells: Sequence[Cell], device: str = "auto") -> list[CellResult]:
+    """Train every cell (batched by shape on ``device``), solve its SVMs, compute its metrics.
+
+    Returns one :class:`CellResult` per input cell, in input order.
+    """
+    out: list[CellResult | None] = [None] * len(cells)
+    for idx in group_by_shape(cells):
+        group = [cells[i] for i in idx]
+        for i, res in zip(idx, _run_group(group, device), strict=True):
+            out[i] = res
+    return out  # type: ignore[return-value]
+
+
+def _run_group(cells: list[Cell], device: str) -> list[CellResult]:
+    c0 = cells[0]
+    datasets = [make_dataset(c) for c in cells]
+    S, C = len(cells), len(c0.checkpoints()) if c0.train else 0
+    n, T, d = c0.n, c0.T, c0.d
+    iters = np.asarray(c0.checkpoints() if c0.train else [], dtype=np.int64)
+    Ws, sm = np.zeros((S, C, d, d)), np.zeros((S, C, n, T))
+    loss, wnorm = np.zeros((S, C)), np.zeros((S, C))
+    finite, bad_iter = np.ones(S, bool), -np.ones(S, np.int64)
+    dev, train_seconds = "cpu", 0.0
+    train_error = ""
+    if c0.train:
+        try:
+            from attnsvm.train import train_batch
+
+            inits = [make_init(c) for c in cells]
+            tr = train_batch(
+                np.stack([ds.X for ds in datasets]),
+                np.stack([ds.Y for ds in datasets]),
+                np.stack([ds.Z for ds in datasets]),
+                np.stack([ds.v for ds in datasets]),
+                None if datasets[0].V is None else np.stack([ds.V for ds in datasets]),
+                {k: np.stack([ini[k] for ini in inits]) for k in inits[0]},
+                param=c0.param,
+                head=c0.head,
+                lam=c0.lam,
+                optimizer=c0.optimizer,
+                lr=c0.lr,
+                iterations=c0.iterations,
+                checkpoints=list(iters),
+                dtype=c0.dtype,
+                device=device,
+            )
+            Ws, sm, loss, wnorm = tr.W, tr.softmax, tr.loss, tr.wnorm
+            finite, bad_iter, dev = tr.finite, tr.nonfinite_iteration, tr.device
+            train_seconds = tr.seconds / S
+        except Exception:  # recorded per cell below, never swallowed
+            train_error = traceback.format_exc(limit=3)
+    results = []
+    for s, (cell, ds) in enumerate(zip(cells, datasets, strict=True)):
+        res = CellResult(
+            cell=cell,
+            status="ok",
+            message="",
+            data=ds,
+            iterations=iters,
+            W=Ws[s],
+            softmax=sm[s],
+            loss=loss[s],
+            wnorm=wnorm[s],
+            alpha=optimal_tokens(ds),
+            opt=optimal_tokens(ds),
+            device=dev,
+        )
+        res.timings["train"] = train_seconds
+        if train_error:
+            res.status, res.message = "failed", f"training failed: {train_error}"
+        elif not finite[s]:
+            res.status = "nonfinite"
+            res.message = f"training went non-finite at iteration {int(bad_iter[s])}"
+        try:
+            _solve_and_measure(res, trained=c0.train and res.status == "ok")
+        except Exception:
+            res.status = "failed"
+            res.message = (res.message + "\n" if res.message else "") + traceback.format_exc(
+                limit=5
+            )
+        results.append(res)
+    return results
+
+
+def _solve_and_measure(res: CellResult, trained: bool) -> None:
+    """Fill ``res.svms``, ``res.gen``, scalars and curves (SCIENCE.md sections 4-5)."""
+    cell, ds = res.cell, res.data
+    t0 = time.perf_counter()
+    gamma = token_scores(ds)
+    if trained:
+        res.alpha = M.selected_tokens(res.softmax[-1])
+    alpha_is_opt = bool(np.array_equal(res.alpha, res.opt))
+    cons = {"alpha": att_svm_constraints(ds.X, ds.Z, res.alpha)}
+    cons["opt"] = cons["alpha"] if alpha_is_opt else att_svm_constraints(ds.X, ds.Z, res.opt)
+    solvers = {"fro": solve_frobenius, "nuc": solve_nuclear}
+    if cell.head != "linear":
+        solvers = {"fro": solve_frobenius}  # single-token SVM; Gen-SVM below
+    for sel, con in cons.items():
+        for norm, solve in solvers.items():
+            key = f"{norm}_{sel}"
+            other = f"{norm}_alpha"
+            res.svms[key] = res.svms[other] if sel == "opt" and alpha_is_opt else solve(con)
+    res.timings["solve"] = time.perf_counter() - t0
+
+    sc = res.scalars
+    sc["alpha_is_opt"] = float(alpha_is_opt)
+    for key, r in res.svms.items():
+        sc[f"rank_{key}"] = M.rank(r.W, cell.rank_tol)
+        sc[f"erank_{key}"] = M.effective_rank(r.W)
+        sc[f"objective_{key}"] = r.objective
+        sc[f"feasible_{key}"] = float(r.feasible)
+    fro = res.svms["fro_alpha"]
+    sc["svm_margin"] = 1.0 / fro.objective if fro.feasible else np.nan
+    if fro.feasible:
+        sv = support_tokens(cons["alpha"], fro.W, cell.support_tol)
+        sc["support_share"] = float(sv.mean())
+        sc["all_support"] = float(sv.all())
+    else:
+        sc["support_share"] = sc["all_support"] = np.nan
+    if not trained:
+        return
+
+    t1 = time.perf_counter()
+    Wk = res.W
+    res.curves["softmax_mass"] = M.softmax_mass(res.softmax)
+    res.curves["loss"] = res.loss
+    res.curves["wnorm"] = res.wnorm
+    for key, r in res.svms.items():
+        res.curves[f"corr_{key}"] = (
+            M.corr_batch(Wk, r.W[None]) if r.feasible else np.full(len(Wk), np.nan)
+        )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        vals = np.stack([cons["alpha"].values(w) for w in Wk]) if len(Wk) else None
+        res.curves["gd_margin"] = vals.min(axis=1) / res.wnorm
+    W_gd = Wk[-1]
+    sc["rank_gd"] = M.rank(W_gd, cell.rank_tol)
+    sc["erank_gd"] = M.effective_rank(W_gd)
+    sc["softmax_mass"] = float(res.curves["softmax_mass"][-1])
+    sc["wnorm"] = float(res.wnorm[-1])
+    sc["loss"] = float(res.loss[-1])
+    saturated = M.is_saturated(res.softmax[-1], cell.saturation_tol)
+    sc["saturated"] = float(saturated)
+    for key in res.svms:
+        sc[f"corr_{key}"] = float(res.curves[f"corr_{key}"][-1])
+
+    if cell.head == "linear":
+        norm = "fro" if cell.param == "W" else "nuc"
+        matching = res.svms[f"{norm}_alpha"]
+        local = matching.feasible and is_locally_optimal(
+            cons["alpha"], matching.W, gamma, res.alpha, cell.support_tol
+        )
+        sc["locally_optimal"] = float(local)
+        sc["corr_matching"] = sc[f"corr_{norm}_alpha"]
+        res.convergence = M.convergence_type(
+            saturated=saturated,
+            alpha_is_opt=alpha_is_opt,
+            locally_optimal=local,
+            correlation=sc["corr_matching"],
+            threshold=cell.corr_threshold,
+        )
+    else:
+        _general_head(res, W_gd)
+    res.timings["metrics"] = time.perf_counter() - t1
+
+
+def _general_head(res: CellResult, W_gd: np.ndarray) -> None:
+    """Gen-SVM metrics for nonlinear heads (SCIENCE.md section 4 Gen-SVM, experiments E4/E5)."""
+    cell, ds, sc = res.cell, res.data, res.scalars
+    s_final = res.softmax[-1]
+    t0 = time.perf_counter()
+    g = gen_svm(ds.X, ds.Z, s_final, W_gd, cell.relevant_tol)
+    res.timings["solve"] += time.perf_counter() - t0
+    res.gen = g
+    nan_curve = np.full(len(res.W), np.nan)
+    res.curves["corr_svmeq"] = nan_curve if g.svmeq is None else M.corr_batch(res.W, g.svmeq[None])
+    res.curves["corr_mm_gen"] = (
+        M.corr_batch(res.W, g.mm_gen.W[None]) if g.mm_gen.feasible else nan_curve
+    )
+    res.curves["corr_single"] = res.curves["corr_fro_alpha"]
+    for key in GEN_CURVES:
+        sc[key] = float(res.curves[key][-1])
+    masked = np.where(g.relevant, 0.0, s_final)
+    sc["max_masked_prob"] = float(masked.max())
+    sc["n_relevant"] = float(g.relevant.sum(axis=1).mean())
+    sc["ambiguous"] = float(np.any((s_final > 1e-6) & (s_final < cell.relevant_tol)))
+    sc["status_mm_gen_feasible"] = float(g.mm_gen.feasible)
