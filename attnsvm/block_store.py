@@ -1,0 +1,175 @@
+"""A block's results as one self-contained xarray Dataset, written atomically to Zarr.
+
+Layout (also in ``docs/store.md``): dimension ``cell`` (the block's seeds), ``checkpoint``,
+``example`` (n), ``token`` (T), ``row``/``col`` (d, matrices), ``feature`` (d, data), ``svm``.
+A store is written under a hidden temporary name next to its target and renamed into place
+only when complete, so a killed job never leaves anything that looks finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from attnsvm import codes
+from attnsvm.run import LINEAR_SVMS, CellResult
+
+PARTIAL_MARK = ".partial-"
+STORE_FORMAT = "attnsvm-block-1"
+
+
+def _strings(values: Sequence[str]) -> np.ndarray:
+    return np.array(list(values), dtype=object)
+
+
+def _union(dicts: Sequence[dict]) -> list[str]:
+    keys: list[str] = []
+    for d in dicts:
+        keys += [k for k in d if k not in keys]
+    return keys
+
+
+def results_to_dataset(results: Sequence[CellResult], attrs: dict[str, Any]) -> xr.Dataset:
+    """Stack the results of one block (same shape, different seeds) into a Dataset."""
+    r0 = results[0]
+    S = len(results)
+    n, T, d = r0.cell.n, r0.cell.T, r0.cell.d
+    svms = list(LINEAR_SVMS) if r0.cell.head == "linear" else ["fro_alpha", "fro_opt"]
+    V = {}
+
+    def put(name: str, dims: tuple[str, ...], values: Any, **var_attrs: Any) -> None:
+        V[name] = xr.Variable(dims, values, attrs=var_attrs)
+
+    put("status", ("cell",), np.array([codes.encode(r.status, codes.CELL_STATUS) for r in results],
+                                      np.int8), **codes.flag_attrs(codes.CELL_STATUS))
+    put("message", ("cell",), _strings(r.message for r in results))
+    put("device", ("cell",), _strings(r.device for r in results))
+    put("convergence", ("cell",),
+        np.array([codes.encode(r.convergence, codes.CONVERGENCE) for r in results], np.int8),
+        **codes.flag_attrs(codes.CONVERGENCE, "-1: not applicable"))
+    # data (SCIENCE.md section 1)
+    put("X", ("cell", "example", "token", "feature"), np.stack([r.data.X for r in results]))
+    put("Y", ("cell", "example"), np.stack([r.data.Y for r in results]))
+    put("Z", ("cell", "example", "feature"), np.stack([r.data.Z for r in results]))
+    put("v", ("cell", "feature"), np.stack([r.data.v for r in results]))
+    if r0.data.V is not None:
+        put("V", ("cell", "feature", "feature2"), np.stack([r.data.V for r in results]))
+    put("alpha", ("cell", "example"), np.stack([r.alpha for r in results]).astype(np.int16))
+    put("opt", ("cell", "example"), np.stack([r.opt for r in results]).astype(np.int16))
+    # trajectory (SCIENCE.md section 3)
+    put("W", ("cell", "checkpoint", "row", "col"), np.stack([r.W for r in results]))
+    put("softmax", ("cell", "checkpoint", "example", "token"), np.stack([r.softmax for r in results]))
+    # SVMs (section 4)
+    sw = np.full((S, len(svms), d, d), np.nan)
+    sst = np.full((S, len(svms)), codes.SVM_STATUS.index("not_solved"), np.int8)
+    sobj, ssec = np.full((S, len(svms)), np.nan), np.full((S, len(svms)), np.nan)
+    ssolver = np.full((S, len(svms)), "", dtype=object)
+    for i, r in enumerate(results):
+        for j, key in enumerate(svms):
+            res = r.svms.get(key)
+            if res is None:
+                continue
+            sst[i, j] = codes.encode(res.status, codes.SVM_STATUS)
+            sobj[i, j], ssec[i, j], ssolver[i, j] = res.objective, res.seconds, res.solver
+            if res.W is not None:
+                sw[i, j] = res.W
+    put("svm_W", ("cell", "svm", "row", "col"), sw)
+    put("svm_status", ("cell", "svm"), sst, **codes.flag_attrs(codes.SVM_STATUS))
+    put("svm_objective", ("cell", "svm"), sobj)
+    put("svm_seconds", ("cell", "svm"), ssec)
+    put("svm_solver", ("cell", "svm"), ssolver)
+    if any(r.gen is not None for r in results):
+        _put_gen(put, results, n, T, d)
+    # metrics (section 5)
+    for key in _union([r.scalars for r in results]):
+        put(key, ("cell",), np.array([float(r.scalars.get(key, np.nan)) for r in results]))
+    C = len(r0.iterations)
+    for key in _union([r.curves for r in results]):
+        put(f"curve_{key}", ("cell", "checkpoint"),
+            np.stack([np.asarray(r.curves.get(key, np.full(C, np.nan)), float) for r in results]))
+    for key in _union([r.timings for r in results]):
+        put(f"seconds_{key}", ("cell",), np.array([r.timings.get(key, np.nan) for r in results]))
+    coords = {
+        "seed": ("cell", np.array([r.cell.seed for r in results], np.int64)),
+        "iteration": ("checkpoint", np.asarray(r0.iterations, np.int64)),
+        "svm": ("svm", _strings(svms)),
+    }
+    ds = xr.Dataset(V, coords=coords)
+    ds.attrs.update(attrs)
+    ds.attrs["format"] = STORE_FORMAT
+    ds.attrs["cells"] = json.dumps([r.cell.to_dict() for r in results])
+    return ds
+
+
+def _put_gen(put, results: Sequence[CellResult], n: int, T: int, d: int) -> None:
+    S = len(results)
+    mats = {k: np.full((S, d, d), np.nan) for k in ("gen_W_mm_gen", "gen_W_fin", "gen_W_svmeq")}
+    rel = np.zeros((S, n, T), np.int8)
+    C = np.full(S, np.nan)
+    st = np.full((S, 2), codes.SVM_STATUS.index("not_solved"), np.int8)
+    for i, r in enumerate(results):
+        g = r.gen
+        if g is None:
+            continue
+        for key, W in (("gen_W_mm_gen", g.mm_gen.W), ("gen_W_fin", g.fin.W),
+                       ("gen_W_svmeq", g.svmeq)):
+            if W is not None:
+                mats[key][i] = W
+        rel[i], C[i] = g.relevant, g.C
+        st[i] = [codes.encode(g.mm_gen.status, codes.SVM_STATUS),
+                 codes.encode(g.fin.status, codes.SVM_STATUS)]
+    for key, val in mats.items():
+        put(key, ("cell", "row", "col"), val)
+    put("gen_relevant", ("cell", "example", "token"), rel)
+    put("gen_C", ("cell",), C)
+    put("gen_status", ("cell", "gen_svm"), st, **codes.flag_attrs(codes.SVM_STATUS),
+        columns="mm_gen fin")
+
+
+def write_atomic(ds: xr.Dataset, path: str | os.PathLike, consolidated: bool = False) -> Path:
+    """Write ``ds`` to a Zarr store at ``path``: temporary hidden name, then one rename.
+
+    An existing store at ``path`` is replaced only after the new one is complete.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}{PARTIAL_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        ds.to_zarr(tmp, mode="w", consolidated=consolidated, zarr_format=3)
+        if path.exists():
+            old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def open_block(path: str | os.PathLike) -> xr.Dataset:
+    """Open a finished block store (lazy).
+
+    Snakemake leaves a ``.snakemake_timestamp`` file in directory outputs; zarr warns about
+    the unknown object, which is harmless and silenced here.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*snakemake_timestamp.*")
+        return xr.open_zarr(path, consolidated=False)
+
+
+def is_finished_store(path: str | os.PathLike) -> bool:
+    """A finished store: a directory with zarr metadata, not a hidden temporary one."""
+    p = Path(path)
+    return p.is_dir() and not p.name.startswith(".") and (p / "zarr.json").exists()

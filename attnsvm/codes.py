@@ -1,0 +1,31 @@
+"""Integer status codes used in stores (CF ``flag_values`` / ``flag_meanings`` style)."""
+
+from __future__ import annotations
+
+CELL_STATUS = ("ok", "nonfinite", "failed", "missing")
+"""ok; nonfinite: training produced NaN/inf (frozen there, flagged); failed: an exception in this
+cell (message kept); missing: the cell's block has no finished store (not run yet or killed)."""
+
+SVM_STATUS = ("optimal", "optimal_inaccurate", "infeasible", "solver_error", "not_solved")
+"""Status of one SVM solve; not_solved: that SVM was not attempted for this cell."""
+
+CONVERGENCE = ("global", "local", "not-local", "unsaturated")
+"""Convergence type of a GD run (SCIENCE.md section 5); -1 where not applicable."""
+
+NOT_APPLICABLE = -1
+
+
+def encode(value: str, table: tuple[str, ...]) -> int:
+    """Code of ``value`` in ``table`` (-1 for the empty string)."""
+    return NOT_APPLICABLE if value == "" else table.index(value)
+
+
+def flag_attrs(table: tuple[str, ...], doc: str = "") -> dict[str, object]:
+    """CF-style attributes describing a code table."""
+    attrs: dict[str, object] = {
+        "flag_values": list(range(len(table))),
+        "flag_meanings": " ".join(table),
+    }
+    if doc:
+        attrs["description"] = doc
+    return attrs

@@ -1,0 +1,165 @@
+"""Collect an experiment's block stores into one sweep Dataset over the full grid.
+
+Dimensions: the experiment's grid axes (in config order, coordinates = axis values), then
+``seed``, then per-variable trailing dimensions (``checkpoint``, ``svm``, ``example``,
+``token``, ``row``, ``col``, ``feature``) padded to the experiment's largest n, T and d.
+Every grid cell is present: a cell whose block has no finished store gets status
+``missing`` and fill values (NaN for floats, -1 for indices, code tables' not-solved /
+not-applicable). See ``docs/store.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from attnsvm import codes
+from attnsvm.block_store import is_finished_store, open_block, write_atomic
+from attnsvm.grid import Experiment
+
+SWEEP_FORMAT = "attnsvm-sweep-1"
+_PAD_DIMS = ("checkpoint", "example", "token", "row", "col", "feature", "feature2", "svm", "gen_svm")
+
+
+def _fill_for(name: str, dtype: np.dtype):
+    if name == "status":
+        return codes.CELL_STATUS.index("missing")
+    if name in ("svm_status", "gen_status"):
+        return codes.SVM_STATUS.index("not_solved")
+    if name == "convergence":
+        return codes.NOT_APPLICABLE
+    if dtype.kind in "iu":
+        return -1
+    if dtype.kind == "O":
+        return ""
+    return np.nan
+
+
+def _axis_coord(values: list) -> np.ndarray:
+    if all(isinstance(v, str) for v in values):
+        return np.array(values, dtype=object)
+    if any(v is None for v in values):
+        return np.array(["null" if v is None else str(v) for v in values], dtype=object)
+    return np.array(values)
+
+
+def _align_svm(var: xr.DataArray, svm_idx: list[int], n_svm: int, fill) -> np.ndarray:
+    """Values of ``var`` with its ``svm`` axis (if any) reordered to the sweep's svm list."""
+    vals = var.values
+    if "svm" not in var.dims:
+        return vals
+    ax = var.dims.index("svm")
+    shape = list(vals.shape)
+    shape[ax] = n_svm
+    out = np.full(shape, fill, dtype=vals.dtype)
+    moved = np.moveaxis(out, ax, 0)
+    moved[svm_idx] = np.moveaxis(vals, ax, 0)
+    return out
+
+
+def collect_sweep(
+    experiment: Experiment, block_paths: Mapping[str, str | os.PathLike]
+) -> xr.Dataset:
+    """Sweep Dataset of ``experiment`` from ``{block name: store path}`` (missing allowed)."""
+    axes = list(experiment.axes)
+    shape_grid = [len(v) for v in experiment.axes.values()] + [len(experiment.seeds)]
+    seed_pos = {s: i for i, s in enumerate(experiment.seeds)}
+    axis_pos = {k: {repr(v): i for i, v in enumerate(vals)} for k, vals in experiment.axes.items()}
+    loaded = []
+    provenance = {}
+    for block in experiment.blocks():
+        path = block_paths.get(block.name)
+        if path is None or not is_finished_store(path):
+            continue
+        ds = open_block(path).load()
+        idx = tuple(axis_pos[k][repr(v)] for k, v in block.point)
+        loaded.append((idx, [seed_pos[int(s)] for s in ds["seed"].values], ds))
+        provenance[block.name] = {
+            k: ds.attrs.get(k)
+            for k in ("cells_digest", "versions", "git_commit", "device", "started", "finished")
+        }
+    sizes: dict[str, int] = {}
+    var_dims: dict[str, tuple[str, ...]] = {}
+    var_dtype: dict[str, np.dtype] = {}
+    var_attrs: dict[str, dict] = {}
+    iterations = set()
+    svm_names: list[str] = []
+    for _, _, ds in loaded:
+        for dim, size in ds.sizes.items():
+            sizes[dim] = max(sizes.get(dim, 0), size)
+        for name, var in ds.data_vars.items():
+            var_dims.setdefault(name, var.dims)
+            var_dtype.setdefault(name, var.dtype)
+            var_attrs.setdefault(name, dict(var.attrs))
+        iterations.add(tuple(int(i) for i in ds["iteration"].values))
+        for s in ds["svm"].values:
+            if s not in svm_names:
+                svm_names.append(str(s))
+    for name in ("status",):
+        var_dims.setdefault(name, ("cell",))
+        var_dtype.setdefault(name, np.dtype(np.int8))
+        var_attrs.setdefault(name, codes.flag_attrs(codes.CELL_STATUS))
+    arrays = {}
+    for name, dims in var_dims.items():
+        tail = [sizes[dm] if dm != "svm" else len(svm_names) for dm in dims[1:]]
+        arrays[name] = np.full(shape_grid + tail, _fill_for(name, var_dtype[name]),
+                               dtype=var_dtype[name])
+    for idx, seeds, ds in loaded:
+        svm_idx = [svm_names.index(str(s)) for s in ds["svm"].values]
+        for name, var in ds.data_vars.items():
+            vals = _align_svm(var, svm_idx, len(svm_names), _fill_for(name, var.dtype))
+            for c, spos in enumerate(seeds):
+                src = np.asarray(vals[c], dtype=vals.dtype)
+                arrays[name][idx + (spos,) + tuple(slice(0, k) for k in src.shape)] = src
+    data_vars = {
+        name: xr.Variable(tuple(axes) + ("seed",) + var_dims[name][1:], arr, attrs=var_attrs[name])
+        for name, arr in arrays.items()
+    }
+    coords: dict[str, object] = {k: _axis_coord(v) for k, v in experiment.axes.items()}
+    coords["seed"] = np.array(experiment.seeds, dtype=np.int64)
+    if svm_names:
+        coords["svm"] = np.array(svm_names, dtype=object)
+    if len(iterations) == 1 and "checkpoint" in sizes:
+        coords["iteration"] = ("checkpoint", np.array(next(iter(iterations)), dtype=np.int64))
+    out = xr.Dataset(data_vars, coords=coords)
+    counts = {s: int((out["status"].values == i).sum()) for i, s in enumerate(codes.CELL_STATUS)}
+    out.attrs.update(
+        {
+            "format": SWEEP_FORMAT,
+            "experiment": experiment.name,
+            "description": experiment.description,
+            "figures": list(experiment.figures),
+            "axes": list(axes),
+            "fixed": json.dumps(experiment.fixed, sort_keys=True),
+            "grid": json.dumps(experiment.axes),
+            "seeds": list(experiment.seeds),
+            "n_cells": experiment.n_cells,
+            "n_blocks": len(experiment.blocks()),
+            "n_blocks_found": len(loaded),
+            "status_counts": json.dumps(counts),
+            "blocks": json.dumps(provenance, sort_keys=True),
+            "schema": "see docs/store.md; dims: grid axes, seed, then variable-specific dims "
+            "padded to the largest n, T, d (NaN / -1 / code fill)",
+        }
+    )
+    return out
+
+
+def block_paths_in(blocks_dir: str | os.PathLike) -> dict[str, Path]:
+    """Finished block stores in a directory, by block name (temporary stores ignored)."""
+    d = Path(blocks_dir)
+    if not d.is_dir():
+        return {}
+    return {p.name.removesuffix(".zarr"): p for p in d.iterdir() if is_finished_store(p)}
+
+
+def write_sweep(experiment: Experiment, blocks_dir: str | os.PathLike,
+                out: str | os.PathLike) -> Path:
+    """Collect ``blocks_dir`` into the consolidated sweep store at ``out`` (atomic)."""
+    ds = collect_sweep(experiment, block_paths_in(blocks_dir))
+    return write_atomic(ds, out, consolidated=True)

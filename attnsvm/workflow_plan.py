@@ -1,0 +1,117 @@
+"""What the Snakemake workflow needs from a config: experiments, blocks, paths, estimates.
+
+Every output path of the workflow is defined here once (:class:`Paths`); the rules and the
+``attnsvm status`` command both use it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attnsvm.grid import Block, Experiment, parse_config
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Output layout under the results directory."""
+
+    results: str
+
+    def experiment(self, exp: str) -> str:
+        return f"{self.results}/{exp}"
+
+    def blocks_dir(self, exp: str) -> str:
+        return f"{self.results}/{exp}/blocks"
+
+    def block(self, exp: str, block: str) -> str:
+        return f"{self.results}/{exp}/blocks/{block}.zarr"
+
+    def sweep(self, exp: str) -> str:
+        return f"{self.results}/{exp}/sweep.zarr"
+
+    def summary(self, exp: str) -> str:
+        return f"{self.results}/{exp}/summary.nc"
+
+    def figure(self, exp: str, fig: str, ext: str) -> str:
+        return f"{self.results}/{exp}/figures/{fig}.{ext}"
+
+    def status_table(self, exp: str) -> str:
+        return f"{self.results}/{exp}/status.html"
+
+
+def estimate_cell_seconds(block: Block) -> float:
+    """Rough CPU seconds per cell, used for job runtimes and remaining-time estimates."""
+    c = block.cells[0]
+    train = 0.0
+    if c.train:
+        train = 2e-7 * c.iterations * c.n * c.T * c.d * (c.d if c.param == "W" else c.inner_dim)
+        train = max(train, 2e-5 * c.iterations / max(len(block.cells), 1) * 4)
+    solve = 0.05 + 1e-6 * (c.n * c.T) ** 1.5 * c.d
+    return train + 2 * solve
+
+
+class Plan:
+    """A validated sweep configuration as the workflow sees it."""
+
+    def __init__(self, experiments: dict[str, Experiment], results: str):
+        self.experiments = experiments
+        self.paths = Paths(results)
+        self.results = results
+        self._blocks = {name: {b.name: b for b in exp.blocks()} for name, exp in experiments.items()}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Plan:
+        """Validate ``config`` (raises :class:`~attnsvm.grid.ConfigError`) and plan it."""
+        return cls(parse_config(config), str(config.get("results", "results")))
+
+    def blocks(self, exp: str) -> dict[str, Block]:
+        return self._blocks[exp]
+
+    def block_cells(self, exp: str, block: str) -> list[dict[str, Any]]:
+        """Cell descriptions of one block (the job's params: a change reruns the job)."""
+        return [c.to_dict() for c in self._blocks[exp][block].cells]
+
+    def block_minutes(self, exp: str, block: str) -> int:
+        """Runtime request for a block job in minutes (estimate x 3 + 5 min start-up slack)."""
+        b = self._blocks[exp][block]
+        return int(5 + 3 * estimate_cell_seconds(b) * len(b.cells) / 60)
+
+    def block_paths(self, exp: str) -> list[str]:
+        return [self.paths.block(exp, b) for b in self._blocks[exp]]
+
+    def experiment_config(self, exp: str) -> str:
+        """The experiment's settings as canonical JSON (a change reruns the collect job)."""
+        e = self.experiments[exp]
+        return json.dumps(
+            {"name": e.name, "fixed": e.fixed, "grid": e.axes, "seeds": e.seeds,
+             "figures": e.figures, "block_size": e.block_size, "description": e.description},
+            sort_keys=True,
+        )
+
+    def final_outputs(self) -> list[str]:
+        out = []
+        for name, exp in self.experiments.items():
+            out += [self.paths.summary(name), self.paths.status_table(name)]
+            for fig in exp.figures:
+                out += [self.paths.figure(name, fig, "pdf"), self.paths.figure(name, fig, "png")]
+        return out
+
+
+def experiment_from_json(text: str) -> Experiment:
+    """Rebuild an :class:`Experiment` from :meth:`Plan.experiment_config` JSON."""
+    raw = json.loads(text)
+    return Experiment(raw["name"], raw["fixed"], raw["grid"], raw["seeds"], raw["figures"],
+                      raw["block_size"], raw.get("description", ""))
+
+
+def collect_experiment(settings_json: str, block_stores: list[str], out: str) -> Path:
+    """Workflow entry point of the collect rule (see :func:`attnsvm.collect.collect_sweep`)."""
+    from attnsvm.block_store import write_atomic
+    from attnsvm.collect import collect_sweep
+
+    exp = experiment_from_json(settings_json)
+    paths = {Path(p).name.removesuffix(".zarr"): p for p in block_stores}
+    return write_atomic(collect_sweep(exp, paths), out, consolidated=True)
