@@ -1,0 +1,45 @@
+# Block jobs (train + solve a block of cells), then collect and summarize per experiment.
+
+
+rule block:
+    output:
+        store=directory(f"{RESULTS}/{{experiment}}/blocks/{{block}}.zarr"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/block/{{block}}.log",
+    params:
+        cells=block_cells,
+        version=attnsvm.__version__,
+        device=config.get("device", "auto"),
+    threads: config.get("threads", 1)
+    resources:
+        runtime=block_runtime,
+        mem_mb=config.get("mem_mb", 4000),
+    script:
+        "../scripts/run_block.py"
+
+
+rule collect:
+    input:
+        block_stores,
+    output:
+        sweep=directory(f"{RESULTS}/{{experiment}}/sweep.zarr"),
+    log:
+        f"{RESULTS}/{{experiment}}/logs/collect.log",
+    params:
+        experiment=experiment_settings,
+        version=attnsvm.__version__,
+    script:
+        "../scripts/collect.py"
+
+
+rule summarize:
+    input:
+        sweep=rules.collect.output.sweep,
+    output:
+        summary=f"{RESULTS}/{{experiment}}/summary.nc",
+    log:
+        f"{RESULTS}/{{experiment}}/logs/summarize.log",
+    params:
+        version=attnsvm.__version__,
+    script:
+        "../scripts/summarize.py"

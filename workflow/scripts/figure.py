@@ -1,0 +1,15 @@
+"""Snakemake script of rule `figure`: one of the figures E1-E6 as PDF and PNG."""
+
+import sys
+
+sys.stderr = open(snakemake.log[0], "w")  # noqa: F821, SIM115
+
+from attnsvm.figures import make_figure  # noqa: E402
+
+make_figure(
+    snakemake.wildcards.figure,  # noqa: F821
+    snakemake.input.sweep,  # noqa: F821
+    snakemake.input.summary,  # noqa: F821
+    snakemake.output.pdf,  # noqa: F821
+    snakemake.output.png,  # noqa: F821
+)

@@ -1,0 +1,16 @@
+"""Snakemake script of rule `block`: train and solve one block of cells into its Zarr store."""
+
+import sys
+
+sys.stderr = open(snakemake.log[0], "w")  # noqa: F821, SIM115
+
+from attnsvm.block import run_block  # noqa: E402
+
+run_block(
+    snakemake.params.cells,  # noqa: F821
+    snakemake.output.store,  # noqa: F821
+    experiment=snakemake.wildcards.experiment,  # noqa: F821
+    block=snakemake.wildcards.block,  # noqa: F821
+    device=snakemake.params.device,  # noqa: F821
+    threads=snakemake.threads,  # noqa: F821
+)
