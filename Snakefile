@@ -5,7 +5,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The default sweep, unless the command line names config files (--configfile), which then
+# replace it instead of being merged into it; --config key=value still overrides single keys.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 report: "workflow/report/workflow.rst"
@@ -17,6 +21,6 @@ include: "workflow/rules/figures.smk"
 
 
 rule all:
+    default_target: True
     input:
         final_outputs(),
-    default_target: True

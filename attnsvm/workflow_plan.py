@@ -88,8 +88,7 @@ class Plan:
         return json.dumps(
             {"name": e.name, "fixed": e.fixed, "grid": e.axes, "seeds": e.seeds,
              "figures": e.figures, "block_size": e.block_size, "description": e.description},
-            sort_keys=True,
-        )
+        )  # key order kept: axis order defines block names and sweep dims
 
     def final_outputs(self) -> list[str]:
         out = []
@@ -114,4 +113,7 @@ def collect_experiment(settings_json: str, block_stores: list[str], out: str) ->
 
     exp = experiment_from_json(settings_json)
     paths = {Path(p).name.removesuffix(".zarr"): p for p in block_stores}
+    unknown = sorted(set(paths) - {b.name for b in exp.blocks()})
+    if unknown:
+        raise ValueError(f"block stores not in the plan of {exp.name!r}: {unknown[:5]}")
     return write_atomic(collect_sweep(exp, paths), out, consolidated=True)

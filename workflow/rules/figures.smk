@@ -15,6 +15,8 @@ rule figure:
         ),
     log:
         f"{RESULTS}/{{experiment}}/logs/figure_{{figure}}.log",
+    conda:
+        "../envs/attnsvm.yaml"
     params:
         version=attnsvm.__version__,
     script:
@@ -33,5 +35,7 @@ rule status_table:
         ),
     log:
         f"{RESULTS}/{{experiment}}/logs/status_table.log",
+    conda:
+        "../envs/attnsvm.yaml"
     script:
         "../scripts/status_table.py"

@@ -6,14 +6,16 @@ rule block:
         store=directory(f"{RESULTS}/{{experiment}}/blocks/{{block}}.zarr"),
     log:
         f"{RESULTS}/{{experiment}}/logs/block/{{block}}.log",
-    params:
-        cells=block_cells,
-        version=attnsvm.__version__,
-        device=config.get("device", "auto"),
+    conda:
+        "../envs/attnsvm.yaml"
     threads: config.get("threads", 1)
     resources:
         runtime=block_runtime,
         mem_mb=config.get("mem_mb", 4000),
+    params:
+        cells=block_cells,
+        version=attnsvm.__version__,
+        device=config.get("device", "auto"),
     script:
         "../scripts/run_block.py"
 
@@ -25,6 +27,8 @@ rule collect:
         sweep=directory(f"{RESULTS}/{{experiment}}/sweep.zarr"),
     log:
         f"{RESULTS}/{{experiment}}/logs/collect.log",
+    conda:
+        "../envs/attnsvm.yaml"
     params:
         experiment=experiment_settings,
         version=attnsvm.__version__,
@@ -39,6 +43,8 @@ rule summarize:
         summary=f"{RESULTS}/{{experiment}}/summary.nc",
     log:
         f"{RESULTS}/{{experiment}}/logs/summarize.log",
+    conda:
+        "../envs/attnsvm.yaml"
     params:
         version=attnsvm.__version__,
     script:
