@@ -144,7 +144,10 @@ def write_atomic(ds: xr.Dataset, path: str | os.PathLike, consolidated: bool = F
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}{PARTIAL_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        ds.to_zarr(tmp, mode="w", consolidated=consolidated, zarr_format=3)
+        with warnings.catch_warnings():
+            # zarr 3 notes that consolidated metadata is not in the v3 spec; xarray reads it
+            warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
+            ds.to_zarr(tmp, mode="w", consolidated=consolidated, zarr_format=3)
         if path.exists():
             old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
             os.replace(path, old)

@@ -45,6 +45,8 @@ def summarize(sweep: xr.Dataset) -> xr.Dataset:
     out = {}
     for name in _per_cell_numeric(sweep):
         x = sweep[name].astype(float)
+        if name.startswith("rank_"):
+            x = x.where(x >= 0)  # -1: no solution (infeasible), not a rank
         count = np.isfinite(x).sum("seed")
         mean = x.mean("seed", skipna=True)
         std = x.std("seed", ddof=1, skipna=True)

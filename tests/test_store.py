@@ -1,0 +1,122 @@
+"""Block stores, atomic writes, collection into the sweep and summaries."""
+
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from attnsvm import codes
+from attnsvm.block import run_block
+from attnsvm.block_store import is_finished_store, open_block
+from attnsvm.collect import collect_sweep
+from attnsvm.grid import parse_config
+from attnsvm.summary import summarize
+
+CONFIG = {
+    "experiments": {
+        "tiny": {
+            "fixed": {"n": 3, "T": 3, "iterations": 30, "checkpoint_count": 5},
+            "grid": {"d": [1, 3], "param": ["W", "KQ"]},
+            "seeds": 3,
+            "block_size": 2,
+        }
+    }
+}
+
+
+@pytest.fixture(scope="module")
+def experiment():
+    return parse_config(CONFIG)["tiny"]
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory, experiment):
+    root = tmp_path_factory.mktemp("blocks")
+    paths = {}
+    for b in experiment.blocks():
+        paths[b.name] = run_block(list(b.cells), root / f"{b.name}.zarr",
+                                  experiment="tiny", block=b.name, device="cpu")
+    return paths
+
+
+def test_block_store_is_self_contained(stores, experiment):
+    b = experiment.blocks()[-1]
+    ds = open_block(stores[b.name])
+    assert ds.attrs["format"] == "attnsvm-block-1"
+    cells = json.loads(ds.attrs["cells"])
+    assert [c["seed"] for c in cells] == b.seeds and cells[0]["d"] == 3
+    assert len(ds.attrs["cells_digest"]) == 64
+    for key in ("versions", "host", "started", "finished", "device", "git_commit"):
+        assert key in ds.attrs
+    assert ds.attrs["versions"]["torch"] and ds.attrs["versions"]["attnsvm"]
+    for var in ("X", "Y", "Z", "v", "W", "softmax", "svm_W", "svm_status", "status",
+                "corr_fro_alpha", "curve_corr_fro_alpha", "seconds_train"):
+        assert var in ds, var
+    assert ds.sizes["cell"] == len(b.cells)
+    assert list(ds["iteration"].values)[-1] == 30
+    assert np.all(ds["status"].values == codes.CELL_STATUS.index("ok"))
+
+
+def test_no_temporary_left_and_rewrite_is_atomic(stores, experiment, tmp_path):
+    parent = next(iter(stores.values())).parent
+    assert not [p for p in parent.iterdir() if p.name.startswith(".")]
+    b = experiment.blocks()[0]
+    first = run_block(list(b.cells), tmp_path / "x.zarr", device="cpu")
+    again = run_block(list(b.cells), tmp_path / "x.zarr", device="cpu")
+    assert is_finished_store(again)
+    a, c = open_block(first).load(), open_block(again).load()
+    np.testing.assert_array_equal(a["W"].values, c["W"].values)  # rerun reproduces exactly
+
+
+def test_d1_infeasible_is_a_status_not_a_rank(stores, experiment):
+    blocks = [b for b in experiment.blocks() if dict(b.point)["d"] == 1]
+    ds = open_block(stores[blocks[0].name]).load()
+    st = ds["svm_status"].sel(svm="fro_opt").values
+    infeasible = st == codes.SVM_STATUS.index("infeasible")
+    assert infeasible.any()  # d=1 with n=3, T=3 is infeasible for most seeds
+    assert np.all(ds["rank_fro_opt"].values[infeasible] == -1)
+    assert np.all(np.isnan(ds["svm_W"].sel(svm="fro_opt").values[infeasible]))
+
+
+def test_collect_full_and_with_missing_block(stores, experiment):
+    full = collect_sweep(experiment, stores)
+    assert list(full["status"].dims) == ["d", "param", "seed"]
+    assert full.sizes["seed"] == 3 and full.sizes["row"] == 3
+    assert json.loads(full.attrs["status_counts"])["missing"] == 0
+    # d=1 cells are padded with NaN beyond their 1 x 1 matrices
+    w = full["W"].sel(d=1, param="W", seed=0).isel(checkpoint=-1).values
+    assert np.isfinite(w[0, 0]) and np.isnan(w[1:, :]).all()
+    # values are those of the block stores
+    b = experiment.blocks()[-1]
+    blk = open_block(stores[b.name]).load()
+    np.testing.assert_array_equal(
+        full["W"].sel(d=3, param="KQ", seed=b.seeds).values, blk["W"].values)
+    # drop one block: its cells are present with status missing, nothing else changes
+    partial = dict(stores)
+    gone = partial.pop(b.name)
+    assert gone
+    part = collect_sweep(experiment, partial)
+    st = part["status"].sel(d=3, param="KQ", seed=b.seeds).values
+    assert np.all(st == codes.CELL_STATUS.index("missing"))
+    assert json.loads(part.attrs["status_counts"])["missing"] == len(b.cells)
+    assert np.isnan(part["corr_fro_alpha"].sel(d=3, param="KQ", seed=b.seeds)).all()
+
+
+def test_sweep_roundtrip_and_summary(stores, experiment, tmp_path):
+    from attnsvm.block_store import write_atomic
+
+    sweep = collect_sweep(experiment, stores)
+    write_atomic(sweep, tmp_path / "sweep.zarr", consolidated=True)
+    back = xr.open_zarr(tmp_path / "sweep.zarr")  # opens with xarray alone
+    assert set(back.data_vars) == set(sweep.data_vars)
+    summ = summarize(back.load())
+    counts = summ["count_status"].sum(["d", "param"])
+    assert int(counts.sel(status="ok")) + int(counts.sel(status="failed")) == 12
+    # mean over seeds equals numpy's mean over the finite values
+    x = back["corr_fro_alpha"].sel(d=3, param="W").values
+    assert np.isclose(float(summ["corr_fro_alpha_mean"].sel(d=3, param="W")), np.nanmean(x))
+    # infeasible ranks (-1) are excluded from rank means
+    r = back["rank_fro_opt"].sel(d=1, param="W").values
+    m = summ["rank_fro_opt_mean"].sel(d=1, param="W").values
+    assert np.isnan(m) if (r < 0).all() else np.isclose(m, r[r >= 0].mean())
