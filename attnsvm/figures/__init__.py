@@ -1,0 +1,64 @@
+"""Publication figures E1-E6 (SCIENCE.md section 6).
+
+``make_figure(name, sweep_path, summary_path, pdf_path, png_path)`` opens the experiment's
+sweep store (Zarr) and summary (NetCDF), draws figure ``name`` with the module of that name
+(each module exposes ``plot(sweep, summary) -> Figure`` and the tuple ``VARIABLES`` of sweep
+variables it reads) and writes a vector PDF and a PNG (dpi 200), each atomically.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import xarray as xr  # noqa: E402
+
+from attnsvm.figures.style import save  # noqa: E402
+
+MODULES = {
+    "e1": "e1_trajectories",
+    "e2": "e2_local",
+    "e3": "e3_rank",
+    "e4": "e4_relu",
+    "e5": "e5_lambda",
+    "e6": "e6_types",
+}
+
+
+def figure_module(name: str):
+    """The module drawing figure ``name`` (one of e1..e6)."""
+    if name not in MODULES:
+        raise ValueError(f"unknown figure {name!r}; expected one of {sorted(MODULES)}")
+    return importlib.import_module(f"attnsvm.figures.{MODULES[name]}")
+
+
+def load_sweep(sweep, variables=None) -> xr.Dataset:
+    """The sweep store (or Dataset) reduced to ``variables`` (those present) and loaded."""
+    ds = sweep if isinstance(sweep, xr.Dataset) else xr.open_zarr(sweep)
+    if variables is not None:
+        keep = [v for v in dict.fromkeys(("status", *variables)) if v in ds.data_vars]
+        ds = ds[keep]
+    return ds.load()
+
+
+def make_figure(name: str, sweep_path, summary_path, pdf_path, png_path) -> None:
+    """Draw figure ``name`` from the sweep and summary; write ``pdf_path`` and ``png_path``."""
+    mod = figure_module(name)
+    sweep = load_sweep(sweep_path, getattr(mod, "VARIABLES", None))
+    if isinstance(summary_path, xr.Dataset):
+        summary = summary_path
+    else:
+        with xr.open_dataset(summary_path) as ds:
+            summary = ds.load()
+    fig = mod.plot(sweep, summary)
+    try:
+        save(fig, pdf_path, png_path)
+    finally:
+        plt.close(fig)
+
+
+__all__ = ["MODULES", "figure_module", "load_sweep", "make_figure"]

@@ -1,0 +1,179 @@
+"""E1: GD paths of W(k) z_i in the plane vs the rays of W_mm z_i and W_mm_* z_i.
+
+One panel per parameterization (W, KQ): for each example i the path of W(k) z_i over the
+checkpoints (K Q^T for KQ runs), its end point, the ray of the Frobenius SVM solution
+W_mm z_i (solid) and of the nuclear SVM solution W_mm_* z_i (dashed), both for GD's alpha.
+With d > 2 the first two coordinates are shown (stated in the footer).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from attnsvm.figures import style
+
+VARIABLES = ("W", "svm_W", "Z", "corr_fro_alpha", "corr_nuc_alpha", "convergence")
+
+
+def _trim(mat: np.ndarray) -> np.ndarray:
+    """Drop all-NaN padding rows / columns of a (.., row, col) matrix stack."""
+    rows = np.isfinite(mat).reshape(-1, *mat.shape[-2:]).any(axis=(0, 2))
+    cols = np.isfinite(mat).reshape(-1, *mat.shape[-2:]).any(axis=(0, 1))
+    return mat[..., rows, :][..., :, cols]
+
+
+def _first_ok_seed(sweep: xr.Dataset, param: str):
+    ok = style.select(style.ok_mask(sweep), param=param)
+    ok = ok.values.reshape(-1) if ok.ndim else np.array([bool(ok)])
+    idx = np.flatnonzero(ok)
+    return (int(idx[0]) if idx.size else None), int(ok.size)
+
+
+def _angle_deg(a: np.ndarray, b: np.ndarray) -> float:
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if not (np.isfinite(na) and np.isfinite(nb)) or na == 0 or nb == 0:
+        return float("nan")
+    return float(np.degrees(np.arccos(np.clip(a @ b / (na * nb), -1.0, 1.0))))
+
+
+def _svm(sweep_cell: xr.Dataset, key: str) -> np.ndarray | None:
+    if "svm_W" not in sweep_cell or "svm" not in sweep_cell.dims:
+        return None
+    if key not in [str(s) for s in sweep_cell["svm"].values]:
+        return None
+    W = np.asarray(sweep_cell["svm_W"].sel(svm=key).values, dtype=float)
+    return W if np.isfinite(W).any() and np.nanmax(np.abs(W)) > 0 else None
+
+
+def plot(sweep: xr.Dataset, summary: xr.Dataset):
+    params = style.params_of(sweep)
+    notes: list[str] = []
+    panels = []
+    for p in params:
+        seed_idx, n_seeds = _first_ok_seed(sweep, p)
+        if seed_idx is None:
+            panels.append((p, None))
+            notes.append(f"{p}: no ok cell, panel empty")
+            continue
+        cell = style.select(sweep, param=p)
+        if "seed" in cell.dims:
+            cell = cell.isel(seed=seed_idx)
+        panels.append((p, cell))
+        if n_seeds > 1:
+            notes.append(f"{p}: seed {seed_idx} shown of {n_seeds}")
+
+    d_values = style.grid_values(sweep, "d")
+    if any(int(d) > 2 for d in d_values):
+        notes.append("d > 2: first two coordinates shown")
+
+    fig_notes = []
+    footer = style.footer_text(sweep, band=None, extra=["; ".join(notes)] if notes else [])
+    # fill panel-specific notes (SVM availability, ray angles) before the layout is fixed
+    prepared = []
+    for p, cell in panels:
+        if cell is None:
+            prepared.append((p, None))
+            continue
+        Wk = np.asarray(cell["W"].values, dtype=float) if "W" in cell else np.empty((0, 0, 0))
+        Z = np.asarray(cell["Z"].values, dtype=float)
+        ex = np.isfinite(Z).any(axis=1)
+        Z = Z[ex][:, np.isfinite(Z[ex]).all(axis=0)]
+        Wk = _trim(Wk) if Wk.size else Wk
+        if Wk.ndim != 3 or Wk.shape[0] == 0:
+            fig_notes.append(f"{p}: no checkpoints")
+            prepared.append((p, None))
+            continue
+        Wk = Wk[np.isfinite(Wk).all(axis=(1, 2))]
+        k = min(Wk.shape[-1], Z.shape[-1])
+        paths = np.einsum("krc,ic->kir", Wk[..., :k], Z[:, :k])[..., :2]
+        fro, nuc = _svm(cell, "fro_alpha"), _svm(cell, "nuc_alpha")
+        rays_fro = None if fro is None else (_trim(fro)[:, :k] @ Z[:, :k].T).T[:, :2]
+        rays_nuc = None if nuc is None else (_trim(nuc)[:, :k] @ Z[:, :k].T).T[:, :2]
+        if fro is None:
+            fig_notes.append(f"{p}: Frobenius SVM (GD's alpha) infeasible or missing, no solid ray")
+        if nuc is None:
+            fig_notes.append(f"{p}: nuclear SVM (GD's alpha) infeasible or missing, no dashed ray")
+        if rays_fro is not None and rays_nuc is not None:
+            ang = max(_angle_deg(a, b) for a, b in zip(rays_fro, rays_nuc, strict=True))
+            if np.isfinite(ang) and ang < 0.5:
+                fig_notes.append(
+                    f"{p}: Frobenius and nuclear rays coincide (largest angle {ang:.2g}°)"
+                )
+        prepared.append((p, (paths, rays_fro, rays_nuc, cell)))
+    if fig_notes:
+        footer += "\n" + "; ".join(fig_notes)
+
+    fig, axes = style.new_figure(
+        1,
+        len(prepared),
+        width=3.0 * len(prepared) + 0.3,
+        height=3.1,
+        footer_lines=style.footer_lines(footer),
+        squeeze=False,
+    )
+    colors = style.PALETTE
+    for j, (ax, (p, data)) in enumerate(zip(axes[0], prepared, strict=True)):
+        letter = "abcdefgh"[j]
+        label = style.PARAM_LABELS.get(p, p)
+        if data is None:
+            style.panel_label(ax, letter, f"{label} run: no data")
+            ax.text(0.5, 0.5, "no ok cell", transform=ax.transAxes, ha="center", color="0.4")
+            continue
+        paths, rays_fro, rays_nuc, cell = data
+        radius = float(np.nanmax(np.linalg.norm(paths, axis=-1))) * 1.12 or 1.0
+        for i in range(paths.shape[1]):
+            c = colors[(i + 2) % len(colors)]
+            ax.plot(
+                paths[:, i, 0],
+                paths[:, i, 1],
+                color=c,
+                lw=1.4,
+                label=rf"$W(k)\,z_{{{i + 1}}}$"
+                if p == "W"
+                else rf"$K(k)Q(k)^{{\top}} z_{{{i + 1}}}$",
+            )
+            ax.plot(*paths[-1, i], "o", color=c, ms=3.5, zorder=4)
+            for rays, ls, lab in ((rays_fro, "-", "fro"), (rays_nuc, "--", "nuc")):
+                if rays is None:
+                    continue
+                r = rays[i] / (np.linalg.norm(rays[i]) or 1.0) * radius
+                ax.plot(
+                    [0, r[0]],
+                    [0, r[1]],
+                    color="0.15" if lab == "fro" else "0.6",
+                    lw=0.9 if lab == "fro" else 1.1,
+                    linestyle=ls,
+                    zorder=1 if lab == "fro" else 1.5,
+                    label=None
+                    if i
+                    else (
+                        rf"ray ${style.W_MM} z_i$ (Frobenius)"
+                        if lab == "fro"
+                        else rf"ray ${style.W_MM_NUC} z_i$ (nuclear)"
+                    ),
+                )
+        ax.plot(0, 0, "k+", ms=5, zorder=5)
+        ax.set_aspect("equal", adjustable="box")
+        lim = radius * 1.02
+        ax.set_xlim(-lim, lim)
+        ax.set_ylim(-lim, lim)
+        ax.axhline(0, color="0.85", lw=0.5, zorder=0)
+        ax.axvline(0, color="0.85", lw=0.5, zorder=0)
+        cf = float(cell["corr_fro_alpha"]) if "corr_fro_alpha" in cell else float("nan")
+        cn = float(cell["corr_nuc_alpha"]) if "corr_nuc_alpha" in cell else float("nan")
+        corr = (
+            rf"$\mathrm{{corr}}(W, {style.W_MM})={cf:.3f}$"
+            if p == "W"
+            else rf"$\mathrm{{corr}}(KQ^{{\top}}, {style.W_MM_NUC})={cn:.3f}$"
+        )
+        style.panel_label(ax, letter, f"{label} run; final {corr}")
+        ax.set_xlabel("first coordinate of $W z_i$")
+        ax.set_ylabel("second coordinate of $W z_i$")
+        handles, labels = ax.get_legend_handles_labels()
+        order = sorted(range(len(labels)), key=lambda n: labels[n].startswith("ray"))
+        ax.legend(
+            [handles[n] for n in order], [labels[n] for n in order], loc="best", handlelength=2.2
+        )
+    style.add_footer(fig, footer)
+    return fig

@@ -1,0 +1,120 @@
+"""E2: local convergence of W and KQ runs to their SVMs, mean ± std over seeds vs iteration.
+
+(a) softmax mass on the selected token; (b) correlation of the GD iterate with the SVM of its
+parameterization (W run vs Frobenius W_mm, KQ run vs nuclear W_mm_*; solid) and with the other
+one (cross pairs; dashed). Both SVMs are solved for GD's final alpha.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from attnsvm import codes
+from attnsvm.figures import style
+
+VARIABLES = (
+    "curve_softmax_mass",
+    "curve_corr_fro_alpha",
+    "curve_corr_nuc_alpha",
+    "convergence",
+    "feasible_fro_alpha",
+    "feasible_nuc_alpha",
+)
+
+MATCHED = {"W": "fro", "KQ": "nuc"}
+
+
+def _runs(sweep: xr.Dataset, name: str, param: str) -> np.ndarray:
+    """(runs, checkpoints) values of a curve for one parameterization, non-ok cells NaN."""
+    da = style.select(style.ok_values(sweep, name), param=param)
+    if "checkpoint" not in da.dims:
+        return np.empty((0, 0))
+    da = da.transpose(..., "checkpoint")
+    return np.asarray(da.values, dtype=float).reshape(-1, da.sizes["checkpoint"])
+
+
+def _corr_label(param: str, svm: str) -> str:
+    target = style.W_MM if svm == "fro" else style.W_MM_NUC
+    kind = "Frobenius" if svm == "fro" else "nuclear"
+    return rf"{style.PARAM_LABELS.get(param, param)} run vs {kind} ${target}$"
+
+
+def _convergence_text(sweep: xr.Dataset, params: list[str]) -> str:
+    if "convergence" not in sweep:
+        return ""
+    parts = []
+    for p in params:
+        conv = np.asarray(
+            style.select(sweep["convergence"].where(style.ok_mask(sweep)), param=p).values,
+            dtype=float,
+        ).ravel()
+        counts = [f"{int(np.sum(conv == k))} {name}" for k, name in enumerate(codes.CONVERGENCE)]
+        na = int(np.sum(~np.isfinite(conv) | (conv < 0)))
+        parts.append(f"{p}: " + ", ".join(counts) + (f", {na} n/a" if na else ""))
+    return "final convergence types: " + "; ".join(parts)
+
+
+def plot(sweep: xr.Dataset, summary: xr.Dataset):
+    params = style.params_of(sweep)
+    x = style.iterations_of(sweep)
+    extra = [
+        _convergence_text(sweep, params),
+        "W(k) = K(k)Q(k)^T for KQ runs; both SVMs solved for GD's final α",
+    ]
+    undefined = []
+    for p in params:
+        for svm in ("fro", "nuc"):
+            runs = _runs(sweep, f"curve_corr_{svm}_alpha", p)
+            ok = style.select(style.ok_mask(sweep), param=p).values.ravel()
+            if runs.size:
+                bad = int(np.sum(ok & ~np.isfinite(runs).any(axis=1)))
+                if bad:
+                    undefined.append(f"{p} vs {svm}: {bad}")
+    if undefined:
+        extra.append(
+            "runs without a correlation curve (SVM infeasible, excluded): " + ", ".join(undefined)
+        )
+    footer = style.footer_text(sweep, extra=extra)
+    fig, axes = style.new_figure(1, 2, height=2.6, footer_lines=style.footer_lines(footer))
+    ax_mass, ax_corr = axes
+
+    for p in params:
+        color = style.PARAM_COLORS.get(p, style.PALETTE[4])
+        style.plot_band(
+            ax_mass,
+            x,
+            _runs(sweep, "curve_softmax_mass", p),
+            color,
+            label=f"{style.PARAM_LABELS.get(p, p)} run",
+        )
+    for p in params:
+        color = style.PARAM_COLORS.get(p, style.PALETTE[4])
+        own = MATCHED.get(p, "fro")
+        for svm in (own, "nuc" if own == "fro" else "fro"):
+            style.plot_band(
+                ax_corr,
+                x,
+                _runs(sweep, f"curve_corr_{svm}_alpha", p),
+                color,
+                label=_corr_label(p, svm),
+                linestyle="-" if svm == own else "--",
+            )
+
+    ax_mass.set_ylabel(r"softmax mass, $\mathrm{mean}_i\,\mathrm{max}_t\, s_{it}(k)$")
+    ax_mass.set_ylim(0, 1.03)
+    ax_corr.set_ylabel(r"$\mathrm{corr}(W(k),\ \mathrm{SVM\ solution})$")
+    ax_corr.axhline(0.99, color="0.5", lw=0.7, ls=":", zorder=0)
+    ax_corr.text(
+        x[0] if len(x) else 1, 0.99, " 0.99", va="bottom", ha="left", fontsize=6, color="0.4"
+    )
+    style.panel_label(ax_mass, "a", "softmax saturation")
+    style.panel_label(ax_corr, "b", "correlation with the SVM (GD's $\\alpha$)")
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xlabel("iteration $k$")
+    style.legend(ax_mass, loc="lower right")
+    style.legend(ax_corr, loc="lower right", handlelength=2.4)
+    ax_corr.set_ylim(None, 1.02)
+    style.add_footer(fig, footer)
+    return fig

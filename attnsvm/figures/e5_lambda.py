@@ -1,0 +1,116 @@
+"""E5: lambda head, number of selected tokens and Gen-SVM predictivity vs lambda.
+
+(a) mean number of relevant (selected) tokens per example vs lambda, with the references 1
+and T. (b) corr(W, W_svmeq) and corr(W, W_mm_gen) vs lambda (the single-token SVM dotted for
+reference); mean ± std over the runs where the correlation is defined, and the number of
+runs where it is undefined (every token relevant, so the Gen-SVM has no constraint) written
+under each lambda.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from attnsvm.figures import style
+
+VARIABLES = ("n_relevant", "corr_svmeq", "corr_mm_gen", "corr_single", "ambiguous")
+SERIES = (
+    ("corr_svmeq", rf"$\mathrm{{corr}}(W, {style.W_SVMEQ})$ (Gen-SVM)", "-", "o", 0),
+    ("corr_mm_gen", rf"$\mathrm{{corr}}(W, {style.W_MM_GEN})$", "--", "s", 1),
+    ("corr_single", rf"$\mathrm{{corr}}(W, {style.W_MM})$ (single token)", ":", "^", 7),
+)
+
+
+def _by_lam(sweep: xr.Dataset, name: str, lams: list) -> np.ndarray:
+    da = style.ok_values(sweep, name)
+    if "lam" not in da.dims:
+        return np.asarray(da.values, dtype=float).reshape(1, -1)
+    rest = [d for d in da.dims if d != "lam"]
+    return np.asarray(da.transpose("lam", *rest).values, dtype=float).reshape(len(lams), -1)
+
+
+def plot(sweep: xr.Dataset, summary: xr.Dataset):
+    lams = style.grid_values(sweep, "lam") or [style.fixed_settings(sweep).get("lam", 0.0)]
+    lam = np.asarray(lams, dtype=float)
+    fixed = style.fixed_settings(sweep)
+    T = fixed.get("T")
+    ok = _by_lam(sweep, "status", lams) == 0 if "status" in sweep else None
+    undefined = {}
+    for name, *_ in SERIES:
+        v = _by_lam(sweep, name, lams)
+        okm = ok if ok is not None else np.ones_like(v, dtype=bool)
+        undefined[name] = (okm & ~np.isfinite(v)).sum(axis=1)
+    n_ok = ok.sum(axis=1) if ok is not None else np.full(len(lams), sweep.sizes.get("seed", 1))
+    amb = _by_lam(sweep, "ambiguous", lams)
+    n_amb = int(np.nansum(amb))
+    extra = [
+        "corr undefined (all tokens relevant: no Gen-SVM constraint), excluded from the mean: "
+        + ", ".join(f"{name.removeprefix('corr_')} {int(u.sum())}" for name, u in undefined.items())
+        + " runs; counts per λ under panel (b)",
+        f"ambiguous runs (final softmax has values in (1e-6, 1e-3)): {n_amb} of "
+        f"{int(np.isfinite(amb).sum())} ok runs (kept)",
+    ]
+    footer = style.footer_text(sweep, band="error bars: mean ± std", extra=extra)
+    fig, axes = style.new_figure(1, 2, height=2.6, footer_lines=style.footer_lines(footer))
+    ax_n, ax_c = axes
+    pos = lam > 0
+    xscale = "log" if pos.all() and len(lam) > 1 else "linear"
+
+    nrel = _by_lam(sweep, "n_relevant", lams)
+    mean, std, _ = style.nan_stats(nrel, axis=1)
+    ax_n.errorbar(
+        lam,
+        mean,
+        yerr=std,
+        color=style.PALETTE[0],
+        marker="o",
+        capsize=2,
+        ms=3.5,
+        label="mean relevant tokens per example",
+    )
+    ax_n.axhline(1, color="0.5", lw=0.7, ls=":", zorder=0)
+    if T:
+        ax_n.axhline(T, color="0.5", lw=0.7, ls="--", zorder=0)
+        ax_n.set_ylim(0, T + 0.5)
+        ax_n.text(
+            lam[0], T, f" all $T={T}$ tokens", va="bottom", ha="left", fontsize=6, color="0.4"
+        )
+    ax_n.text(lam[-1], 1, "single token ", va="bottom", ha="right", fontsize=6, color="0.4")
+    ax_n.set_ylabel("relevant tokens per example")
+    style.panel_label(ax_n, "a", r"selected tokens vs $\lambda$")
+
+    for name, label, ls, marker, ci in SERIES:
+        v = _by_lam(sweep, name, lams)
+        mean, std, _ = style.nan_stats(v, axis=1)
+        color = style.PALETTE[ci]
+        ax_c.errorbar(
+            lam,
+            mean,
+            yerr=std,
+            color=color,
+            ls=ls,
+            marker=marker,
+            capsize=2,
+            ms=3.5,
+            label=label,
+            markerfacecolor=color if ls == "-" else "white",
+        )
+    ax_c.set_ylabel("correlation at the last iteration")
+    ax_c.set_ylim(None, 1.04)
+    style.panel_label(ax_c, "b", r"Gen-SVM predictivity vs $\lambda$")
+    style.legend(ax_c, loc="lower left")
+    for ax in axes:
+        ax.set_xscale(xscale)
+        ax.set_xlabel(r"$\lambda$")
+        ax.set_xticks(lam)
+        ax.set_xticklabels([f"{v:g}" for v in lam])
+        ax.minorticks_off() if xscale == "log" else None
+    # runs with an undefined Gen-SVM correlation, under each lambda of panel (b)
+    labels = []
+    for j, x in enumerate(lam):
+        u = int(undefined["corr_svmeq"][j])
+        labels.append(f"{x:g}" + (f"\n{u}/{int(n_ok[j])} undef." if u else ""))
+    ax_c.set_xticklabels(labels)
+    style.add_footer(fig, footer)
+    return fig

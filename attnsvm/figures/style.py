@@ -1,0 +1,307 @@
+"""One publication style for every figure, plus shared helpers (footer, masks, saving).
+
+All figures use the Agg backend, the seaborn ``paper`` context with ``ticks`` style, the
+colorblind palette and STIX (LaTeX-like) mathtext. Every figure carries a small footer that
+states the seed count, the cell status counts and what the bands mean, so no excluded or
+ambiguous run is dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import seaborn as sns  # noqa: E402
+import xarray as xr  # noqa: E402
+
+from attnsvm import codes  # noqa: E402
+
+#: Full text width of a two-column paper (inches) and a matching height unit.
+WIDTH = 6.75
+COLUMN = 3.3
+PNG_DPI = 200
+FOOTER_SIZE = 6.0
+
+PALETTE = sns.color_palette("colorblind")
+
+#: Colors of the two parameterizations and of the convergence types (fixed across figures).
+PARAM_COLORS = {"W": PALETTE[0], "KQ": PALETTE[1]}
+CONVERGENCE_COLORS = {
+    "global": PALETTE[2],
+    "local": PALETTE[0],
+    "not-local": PALETTE[3],
+    "unsaturated": PALETTE[7],
+}
+
+#: Math labels used in legends and axes.
+W_MM = r"W^{\mathrm{mm}}"
+W_MM_NUC = r"W^{\mathrm{mm}}_{\star}"
+W_SVMEQ = r"W^{\mathrm{svm}}_{\mathrm{eq}}"
+W_MM_GEN = r"W^{\mathrm{mm}}_{\mathrm{gen}}"
+PARAM_LABELS = {"W": r"$W$", "KQ": r"$KQ^{\top}$"}
+
+
+def apply_style() -> None:
+    """Set the publication style (idempotent)."""
+    sns.set_theme(context="paper", style="ticks", palette="colorblind")
+    plt.rcParams.update(
+        {
+            "font.family": "serif",
+            "font.serif": ["STIXGeneral", "DejaVu Serif"],
+            "mathtext.fontset": "stix",
+            "font.size": 8,
+            "axes.titlesize": 8.5,
+            "axes.labelsize": 8,
+            "legend.fontsize": 6.5,
+            "legend.title_fontsize": 7,
+            "xtick.labelsize": 7,
+            "ytick.labelsize": 7,
+            "lines.linewidth": 1.3,
+            "lines.markersize": 4,
+            "legend.frameon": False,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "pdf.fonttype": 42,
+            "ps.fonttype": 42,
+            "savefig.dpi": PNG_DPI,
+            "figure.dpi": 100,
+        }
+    )
+
+
+def new_figure(
+    nrows: int = 1,
+    ncols: int = 1,
+    width: float = WIDTH,
+    height: float = 2.4,
+    footer_lines: int = 2,
+    **kwargs,
+):
+    """A constrained-layout figure with room at the bottom for ``footer_lines`` footer lines."""
+    apply_style()
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), layout="constrained", **kwargs)
+    bottom = min(0.3, footer_lines * FOOTER_SIZE * 1.45 / 72.0 / height + 0.01)
+    fig.get_layout_engine().set(rect=(0.0, bottom, 1.0, 1.0 - bottom), h_pad=0.03, w_pad=0.03)
+    return fig, axes
+
+
+def panel_label(ax, letter: str, title: str = "") -> None:
+    """Bold panel letter ``(a)`` followed by an optional title, at the axes' top left."""
+    ax.set_title(rf"$\bf{{({letter})}}$ {title}".rstrip(), loc="left")
+
+
+# ----------------------------------------------------------------------------- data helpers
+def loads_json(value, default):
+    if value is None:
+        return default
+    if isinstance(value, (dict, list)):
+        return value
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def fixed_settings(sweep: xr.Dataset) -> dict:
+    return loads_json(sweep.attrs.get("fixed"), {})
+
+
+def seeds_per_point(sweep: xr.Dataset) -> int:
+    return int(sweep.sizes.get("seed", 1))
+
+
+def status_counts(sweep: xr.Dataset) -> dict[str, int]:
+    """Cell status counts (ok, nonfinite, failed, missing), from ``status`` or the attrs."""
+    if "status" in sweep:
+        st = np.asarray(sweep["status"].values).ravel()
+        return {name: int(np.sum(st == k)) for k, name in enumerate(codes.CELL_STATUS)}
+    raw = loads_json(sweep.attrs.get("status_counts"), {})
+    return {name: int(raw.get(name, 0)) for name in codes.CELL_STATUS}
+
+
+def ok_mask(sweep: xr.Dataset) -> xr.DataArray:
+    """True for cells whose status is ``ok`` (all True when no status variable exists)."""
+    if "status" not in sweep:
+        return xr.ones_like(sweep[next(iter(sweep.data_vars))], dtype=bool)
+    return sweep["status"] == codes.CELL_STATUS.index("ok")
+
+
+def ok_values(sweep: xr.Dataset, name: str) -> xr.DataArray:
+    """Float values of ``name`` with non-ok cells set to NaN (missing variable: all NaN)."""
+    if name not in sweep:
+        template = sweep["status"] if "status" in sweep else None
+        if template is None:
+            raise KeyError(name)
+        return xr.full_like(template, np.nan, dtype=float)
+    return sweep[name].astype(float).where(ok_mask(sweep))
+
+
+def grid_values(sweep: xr.Dataset, axis: str) -> list:
+    """Values of a grid axis, or the single fixed value when it is not an axis."""
+    if axis in sweep.dims and axis in sweep.coords:
+        return [v.item() if hasattr(v, "item") else v for v in sweep[axis].values]
+    fixed = fixed_settings(sweep)
+    if axis in fixed:
+        return [fixed[axis]]
+    return []
+
+
+def select(da: xr.DataArray, **point) -> xr.DataArray:
+    """``da.sel`` for the keys that are dimensions of ``da`` (others are fixed settings)."""
+    sel = {k: v for k, v in point.items() if k in da.dims}
+    return da.sel(sel) if sel else da
+
+
+def params_of(sweep: xr.Dataset) -> list[str]:
+    vals = grid_values(sweep, "param")
+    return [str(v) for v in vals] if vals else ["W"]
+
+
+def iterations_of(sweep: xr.Dataset) -> np.ndarray:
+    if "iteration" in sweep.coords:
+        return np.asarray(sweep["iteration"].values, dtype=float)
+    return np.arange(1, sweep.sizes.get("checkpoint", 0) + 1, dtype=float)
+
+
+def nan_stats(values: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, std (ddof=1, 0 for a single value) and count of finite values along ``axis``."""
+    v = np.asarray(values, dtype=float)
+    finite = np.isfinite(v)
+    count = finite.sum(axis=axis)
+    total = np.where(finite, v, 0.0).sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+        dev = np.where(finite, v - np.expand_dims(mean, axis), 0.0)
+        var = (dev**2).sum(axis=axis) / np.maximum(count - 1, 1)
+    std = np.where(count > 0, np.sqrt(var), np.nan)
+    return mean, std, count
+
+
+def nan_quantiles(values: np.ndarray, qs: Sequence[float], axis: int = 0) -> list[np.ndarray]:
+    """``np.nanquantile`` per q, NaN (without warnings) where every value is NaN."""
+    v = np.asarray(values, dtype=float)
+    all_nan = ~np.isfinite(v).any(axis=axis)
+    filled = np.where(np.isfinite(v), v, np.nan)
+    out = []
+    for q in qs:
+        with np.errstate(all="ignore"):
+            if v.shape[axis] == 0:
+                r = np.full(np.delete(v.shape, axis), np.nan)
+            else:
+                safe = np.where(np.expand_dims(all_nan, axis), 0.0, filled)
+                r = np.nanquantile(safe, q, axis=axis)
+        out.append(np.where(all_nan, np.nan, r))
+    return out
+
+
+def plot_band(ax, x, values, color, label=None, linestyle="-", stat="mean", **kw):
+    """Line and band over the first axis of ``values`` (runs x points).
+
+    ``stat="mean"``: mean ± std; ``stat="median"``: median and interquartile range.
+    Returns the Line2D (or None when nothing is finite).
+    """
+    values = np.asarray(values, dtype=float).reshape(-1, len(x)) if len(x) else np.empty((0, 0))
+    if values.size == 0 or not np.isfinite(values).any():
+        return None
+    if stat == "median":
+        center, lo, hi = nan_quantiles(values, (0.5, 0.25, 0.75))
+    else:
+        center, std, _ = nan_stats(values)
+        lo, hi = center - std, center + std
+    (line,) = ax.plot(x, center, color=color, linestyle=linestyle, label=label, **kw)
+    ax.fill_between(x, lo, hi, color=color, alpha=0.18, linewidth=0)
+    return line
+
+
+# ----------------------------------------------------------------------------- footer
+def status_text(sweep: xr.Dataset) -> str:
+    c = status_counts(sweep)
+    return (
+        f"cells: {c['ok']} ok, {c['failed']} failed, {c['nonfinite']} nonfinite, "
+        f"{c['missing']} missing"
+    )
+
+
+def seeds_text(sweep: xr.Dataset, unit: str = "point") -> str:
+    s = seeds_per_point(sweep)
+    return f"{s} seed{'s' if s != 1 else ''} per {unit}"
+
+
+def footer_text(
+    sweep: xr.Dataset, band: str | None = "mean ± std", extra: Iterable[str] = (), unit="point"
+) -> str:
+    """The standard footer: seeds, cell status counts, band meaning, then ``extra`` lines."""
+    first = [seeds_text(sweep, unit), status_text(sweep)]
+    if band:
+        first.append(band if ":" in band else f"band: {band}")
+    first.append("only ok cells enter the statistics")
+    lines = ["; ".join(first)]
+    lines += [e for e in extra if e]
+    return "\n".join(lines)
+
+
+def add_footer(fig, text: str) -> None:
+    fig.text(
+        0.005,
+        0.005,
+        text,
+        ha="left",
+        va="bottom",
+        fontsize=FOOTER_SIZE,
+        color="0.25",
+        linespacing=1.3,
+        fontfamily="serif",
+    )
+
+
+def legend(ax, **kwargs):
+    """``ax.legend`` when something is labelled, else a centred "no ok data" note."""
+    handles, labels = ax.get_legend_handles_labels()
+    if kwargs.get("handles") or handles:
+        return ax.legend(**kwargs)
+    ax.text(0.5, 0.5, "no ok data", transform=ax.transAxes, ha="center", va="center", color="0.4")
+    return None
+
+
+def runs(k: int, word: str = "run") -> str:
+    """``"1 run"`` / ``"3 runs"``."""
+    return f"{k} {word}{'' if k == 1 else 's'}"
+
+
+def plain_log_axis(ax, axis: str = "y") -> None:
+    """Log axis labelled at 1, 2, 5 x 10^k with plain numbers when it spans few decades."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    lo, hi = ax.get_ylim() if axis == "y" else ax.get_xlim()
+    if lo > 0 and hi > 0 and np.log10(hi / lo) < 2.5:
+        target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_formatter(NullFormatter())
+
+
+def footer_lines(text: str) -> int:
+    return text.count("\n") + 1
+
+
+# ----------------------------------------------------------------------------- saving
+def save(fig, pdf_path, png_path) -> None:
+    """Write the PDF (vector) and PNG (dpi 200), each to a temporary name then ``os.replace``."""
+    for path, fmt, kw in ((pdf_path, "pdf", {}), (png_path, "png", {"dpi": PNG_DPI})):
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+        try:
+            fig.savefig(tmp, format=fmt, **kw)
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()

@@ -1,0 +1,304 @@
+"""Figures E1-E6: every figure renders a non-empty PDF and PNG from synthetic sweeps with
+NaN / missing / failed cells, states the status counts in its footer, and renders from a
+tiny sweep made by the real pipeline (run_block -> collect_sweep -> summarize)."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import xarray as xr  # noqa: E402
+
+from attnsvm import codes  # noqa: E402
+from attnsvm.figures import MODULES, figure_module, make_figure  # noqa: E402
+from attnsvm.figures.style import nan_quantiles, nan_stats  # noqa: E402
+from attnsvm.summary import summarize  # noqa: E402
+
+FIGURES = tuple(MODULES)
+
+# grid axes, fixed settings, linear or general head, per figure
+SPECS = {
+    "e1": ({"param": ["W", "KQ"]}, {"n": 2, "T": 3, "d": 2}, "linear"),
+    "e2": ({"param": ["W", "KQ"]}, {"n": 3, "T": 4, "d": 4}, "linear"),
+    "e3": ({"n": [3, 4], "T": [3, 5], "d": [1, 2, 4]}, {"train": False}, "linear"),
+    "e4": ({"d": [4, 6]}, {"n": 3, "T": 4, "head": "relu"}, "general"),
+    "e5": ({"lam": [0.1, 1.0, 3.0]}, {"n": 3, "T": 4, "d": 5, "head": "lambda"}, "general"),
+    "e6": ({"d": [2, 4, 8], "param": ["W", "KQ"]}, {"n": 3, "T": 4}, "linear"),
+}
+
+
+def synthetic_sweep(
+    fig: str, seeds: int = 4, checkpoints: int = 6, rng_seed: int = 0, damage: bool = True
+) -> xr.Dataset:
+    """A sweep Dataset shaped like ``attnsvm.collect`` output, with random plausible values.
+
+    With ``damage``: one missing cell (all NaN), one failed cell, NaN / -1 ranks (infeasible
+    SVMs), NaN correlations (undefined Gen-SVM) and a zero max masked probability.
+    """
+    rng = np.random.default_rng(rng_seed)
+    axes, fixed, head = SPECS[fig]
+    n = max([fixed.get("n", 0), *axes.get("n", [])]) or 3
+    T = max([fixed.get("T", 0), *axes.get("T", [])]) or 4
+    d = max([fixed.get("d", 0), *axes.get("d", [])]) or 4
+    grid_shape = tuple(len(v) for v in axes.values()) + (seeds,)
+    gdims = (*axes, "seed")
+    coords = {
+        k: np.array(v, dtype=object if isinstance(v[0], str) else None) for k, v in axes.items()
+    }
+    coords["seed"] = np.arange(seeds)
+    K = 0 if fixed.get("train") is False else checkpoints
+    coords["iteration"] = (
+        "checkpoint",
+        np.unique(np.geomspace(1, 2000, K).astype(int))[:K] if K else np.zeros(0, int),
+    )
+    K = coords["iteration"][1].size
+    svms = (
+        ["fro_alpha", "nuc_alpha", "fro_opt", "nuc_opt"]
+        if head == "linear"
+        else ["fro_alpha", "fro_opt"]
+    )
+    coords["svm"] = np.array(svms, dtype=object)
+
+    def u(*shape, lo=0.0, hi=1.0):
+        return rng.uniform(lo, hi, grid_shape + shape)
+
+    k = np.arange(K) / max(K - 1, 1)
+    data = {
+        "status": (gdims, np.zeros(grid_shape, np.int8)),
+        "convergence": (gdims, rng.integers(0, 4, grid_shape).astype(np.int8)),
+        "W": (
+            (*gdims, "checkpoint", "row", "col"),
+            np.cumsum(rng.normal(size=grid_shape + (K, d, d)), axis=len(grid_shape)),
+        ),
+        "svm_W": ((*gdims, "svm", "row", "col"), rng.normal(size=grid_shape + (len(svms), d, d))),
+        "Z": ((*gdims, "example", "feature"), rng.normal(size=grid_shape + (n, d))),
+        "curve_softmax_mass": ((*gdims, "checkpoint"), 0.2 + 0.8 * k * u(1)),
+        "curve_corr_fro_alpha": ((*gdims, "checkpoint"), k * u(1, lo=0.8)),
+        "curve_corr_nuc_alpha": ((*gdims, "checkpoint"), k * u(1, lo=0.7)),
+        "corr_fro_alpha": (gdims, u(lo=0.8)),
+        "corr_nuc_alpha": (gdims, u(lo=0.8)),
+        "rank_fro_opt": (gdims, rng.integers(1, 5, grid_shape).astype(float)),
+        "rank_nuc_opt": (gdims, rng.integers(1, 3, grid_shape).astype(float)),
+        "feasible_fro_opt": (gdims, np.ones(grid_shape)),
+        "feasible_nuc_opt": (gdims, np.ones(grid_shape)),
+    }
+    if head == "general":
+        data.update(
+            {
+                "curve_corr_svmeq": ((*gdims, "checkpoint"), 1 - 0.5 * (1 - k) * u(1) - 1e-4),
+                "curve_corr_mm_gen": ((*gdims, "checkpoint"), 1 - 0.5 * u(1) - 1e-3 + 0 * k),
+                "curve_corr_single": ((*gdims, "checkpoint"), 1 - 0.7 * u(1) - 1e-3 + 0 * k),
+                "corr_svmeq": (gdims, u(lo=0.9)),
+                "corr_mm_gen": (gdims, u(lo=0.5)),
+                "corr_single": (gdims, u(lo=0.3)),
+                "max_masked_prob": (gdims, 10 ** u(lo=-40, hi=-3)),
+                "ambiguous": (gdims, (u() > 0.5).astype(float)),
+                "n_relevant": (gdims, u(lo=1, hi=T)),
+            }
+        )
+    ds = xr.Dataset(data, coords=coords)
+    ds.attrs = {
+        "experiment": fig,
+        "axes": list(axes),
+        "fixed": json.dumps(fixed),
+        "seeds": list(range(seeds)),
+    }
+    if damage:
+        first = {dim: 0 for dim in gdims}
+        last = {dim: -1 for dim in gdims}
+        for name in ds.data_vars:  # missing cell: fill values everywhere
+            if name == "status":
+                continue
+            fill = -1 if ds[name].dtype.kind in "iu" else np.nan
+            ds[name][first] = fill
+        ds["status"][first] = codes.CELL_STATUS.index("missing")
+        ds["status"][last] = codes.CELL_STATUS.index("failed")
+        second = {dim: (1 if dim == "seed" else 0) for dim in gdims}
+        ds["rank_fro_opt"][second] = -1
+        ds["rank_nuc_opt"][second] = np.nan
+        ds["feasible_fro_opt"][second] = 0
+        ds["feasible_nuc_opt"][second] = 0
+        if head == "general":
+            ds["corr_svmeq"][second] = np.nan
+            ds["curve_corr_svmeq"][second] = np.nan
+            ds["max_masked_prob"][second] = 0.0
+        ds["svm_W"][second] = np.nan  # infeasible SVMs
+    counts = {s: int((ds["status"] == k).sum()) for k, s in enumerate(codes.CELL_STATUS)}
+    ds.attrs["status_counts"] = json.dumps(counts)
+    return ds
+
+
+def all_text(fig) -> str:
+    texts = [t.get_text() for t in fig.texts]
+    for ax in fig.axes:
+        texts += [t.get_text() for t in ax.texts]
+        texts += [ax.get_title(loc) for loc in ("left", "center", "right")]
+        leg = ax.get_legend()
+        if leg is not None:
+            texts += [t.get_text() for t in leg.get_texts()]
+    return "\n".join(texts)
+
+
+def expected_footer(ds: xr.Dataset) -> str:
+    c = {s: int((ds["status"] == k).sum()) for k, s in enumerate(codes.CELL_STATUS)}
+    return (
+        f"cells: {c['ok']} ok, {c['failed']} failed, {c['nonfinite']} nonfinite, "
+        f"{c['missing']} missing"
+    )
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_figure_with_damaged_cells_writes_files_and_states_counts(name, tmp_path):
+    sweep = synthetic_sweep(name)
+    summary = summarize(sweep)
+    fig = figure_module(name).plot(sweep, summary)
+    text = all_text(fig)
+    plt.close(fig)
+    assert expected_footer(sweep) in text
+    assert "1 missing" in text and "1 failed" in text
+    assert f"{sweep.sizes['seed']} seeds per" in text
+
+    pdf, png = tmp_path / f"{name}.pdf", tmp_path / f"{name}.png"
+    make_figure(name, sweep, summary, pdf, png)
+    assert pdf.read_bytes()[:4] == b"%PDF" and pdf.stat().st_size > 1000
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([pdf.name, png.name])
+
+
+@pytest.mark.filterwarnings("ignore:Consolidated metadata")
+@pytest.mark.parametrize("name", FIGURES)
+def test_figure_from_zarr_and_netcdf_paths(name, tmp_path):
+    sweep = synthetic_sweep(name, damage=False)
+    for v in sweep.variables.values():
+        if v.dtype == object:
+            v.encoding.clear()
+    sweep_path, summary_path = tmp_path / "sweep.zarr", tmp_path / "summary.nc"
+    sweep.to_zarr(sweep_path, consolidated=True)
+    summarize(sweep).to_netcdf(summary_path)
+    make_figure(name, str(sweep_path), str(summary_path), tmp_path / "f.pdf", tmp_path / "f.png")
+    assert (tmp_path / "f.pdf").stat().st_size > 1000
+    assert (tmp_path / "f.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_all_cells_missing_does_not_crash(name, tmp_path):
+    sweep = synthetic_sweep(name, damage=False)
+    for var in sweep.data_vars:
+        if var != "status":
+            fill = -1 if sweep[var].dtype.kind in "iu" else np.nan
+            sweep[var][...] = fill
+    sweep["status"][...] = codes.CELL_STATUS.index("missing")
+    fig = figure_module(name).plot(sweep, summarize(sweep))
+    text = all_text(fig)
+    plt.close(fig)
+    assert f"cells: 0 ok, 0 failed, 0 nonfinite, {sweep['status'].size} missing" in text
+
+
+def test_e3_excludes_infeasible_ranks_and_counts_them():
+    sweep = synthetic_sweep("e3")
+    fig = figure_module("e3").plot(sweep, summarize(sweep))
+    text = all_text(fig)
+    plt.close(fig)
+    # one infeasible (second seed of the first point) among the ok instances
+    n_ok = int((sweep["status"] == 0).sum())
+    assert f"Frobenius 1 of {n_ok}" in text and f"nuclear 1 of {n_ok}" in text
+
+
+def test_e4_states_ambiguous_count():
+    sweep = synthetic_sweep("e4")
+    ok = sweep["status"] == 0
+    n_amb = int(sweep["ambiguous"].where(ok).sum())
+    fig = figure_module("e4").plot(sweep, summarize(sweep))
+    text = all_text(fig)
+    plt.close(fig)
+    assert f"ambiguous: {n_amb} of {int(ok.sum())} runs" in text
+    assert "1 run without a masked token" in text
+
+
+def test_e6_bars_are_shares_of_ok_runs():
+    sweep = synthetic_sweep("e6")
+    fig = figure_module("e6").plot(sweep, summarize(sweep))
+    ax = fig.axes[0]
+    heights = np.zeros(len(sweep["d"]))
+    for patch in ax.patches:
+        heights[int(round(patch.get_x() + patch.get_width() / 2))] += patch.get_height()
+    plt.close(fig)
+    np.testing.assert_allclose(heights, 1.0)
+
+
+def test_nan_helpers():
+    v = np.array([[1.0, np.nan], [3.0, np.nan], [np.nan, np.nan]])
+    mean, std, count = nan_stats(v)
+    np.testing.assert_allclose(mean, [2.0, np.nan])
+    np.testing.assert_allclose(std, [np.sqrt(2.0), np.nan])
+    np.testing.assert_array_equal(count, [2, 0])
+    (med,) = nan_quantiles(v, (0.5,))
+    np.testing.assert_allclose(med, [2.0, np.nan])
+
+
+def test_unknown_figure_name():
+    with pytest.raises(ValueError, match="unknown figure"):
+        figure_module("e9")
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        (
+            "e2",
+            {
+                "fixed": {"n": 3, "T": 3, "d": 3, "iterations": 30, "checkpoint_count": 5},
+                "grid": {"param": ["W", "KQ"]},
+                "seeds": 2,
+            },
+        ),
+        (
+            "e5",
+            {
+                "fixed": {
+                    "generator": "orthonormal",
+                    "head": "lambda",
+                    "n": 2,
+                    "T": 3,
+                    "d": 6,
+                    "iterations": 30,
+                    "checkpoint_count": 5,
+                },
+                "grid": {"lam": [0.1, 3.0]},
+                "seeds": 2,
+            },
+        ),
+    ],
+)
+def test_figure_from_real_pipeline_with_a_missing_block(name, raw, tmp_path):
+    from attnsvm.block import run_block
+    from attnsvm.collect import collect_sweep
+    from attnsvm.grid import parse_experiment
+
+    exp = parse_experiment(name, {**raw, "figures": [name]}, 64)
+    blocks = exp.blocks()
+    paths = {}
+    for block in blocks[:-1]:  # the last block is left missing
+        paths[block.name] = run_block(
+            list(block.cells),
+            tmp_path / f"{block.name}.zarr",
+            experiment=name,
+            block=block.name,
+            device="cpu",
+        )
+    sweep = collect_sweep(exp, paths)
+    summary = summarize(sweep)
+    pdf, png = tmp_path / "f.pdf", tmp_path / "f.png"
+    make_figure(name, sweep, summary, pdf, png)
+    assert pdf.stat().st_size > 1000 and png.stat().st_size > 1000
+    fig = figure_module(name).plot(sweep, summary)
+    text = all_text(fig)
+    plt.close(fig)
+    missing = len(blocks[-1].cells)
+    assert f", {missing} missing" in text
