@@ -1,0 +1,85 @@
+"""run_cells end to end: batching, failure isolation, determinism, CLI."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import attnsvm
+from attnsvm import Cell
+from attnsvm.run import run_cells
+
+SMALL = dict(n=3, T=4, d=5, iterations=200, checkpoint_count=8)
+
+
+def test_results_in_input_order_and_batched_equal_alone():
+    cells = [Cell(seed=s, param=p, **SMALL) for s in (0, 1, 2) for p in ("W", "KQ")]
+    res = run_cells(cells, device="cpu")
+    assert [r.cell for r in res] == cells
+    alone = run_cells([cells[3]], device="cpu")[0]
+    np.testing.assert_array_equal(alone.W, res[3].W)
+    assert alone.scalars == pytest.approx(res[3].scalars, nan_ok=True)
+
+
+def test_untrained_cells_solve_opt_svms_only():
+    (r,) = run_cells([Cell(train=False, n=5, T=5, d=10, seed=1)])
+    assert r.status == "ok" and len(r.iterations) == 0
+    assert r.svms["fro_opt"].status == "optimal"
+    assert r.scalars["rank_fro_opt"] == 5  # min(n, d)
+    assert r.scalars["rank_nuc_opt"] <= r.scalars["rank_fro_opt"]
+    assert r.convergence == ""
+
+
+def test_solver_failure_is_recorded_and_others_go_on(monkeypatch):
+    import attnsvm.run as run_mod
+
+    real = run_mod.solve_nuclear
+    calls = {"n": 0}
+
+    def flaky(cons):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("simulated solver crash")
+        return real(cons)
+
+    monkeypatch.setattr(run_mod, "solve_nuclear", flaky)
+    res = run_cells([Cell(seed=s, **SMALL) for s in range(3)])
+    assert res[0].status == "failed" and "simulated solver crash" in res[0].message
+    assert [r.status for r in res[1:]] == ["ok", "ok"]
+
+
+def test_nonfinite_training_is_flagged_not_dropped():
+    cells = [Cell(seed=s, optimizer="plain", lr=1e300, param="KQ", **SMALL) for s in range(2)]
+    res = run_cells(cells)
+    assert all(r.status == "nonfinite" for r in res)
+    assert all("non-finite at iteration" in r.message for r in res)
+    assert all(r.svms["fro_opt"].feasible for r in res)  # data-only SVMs are still solved
+
+
+def test_relu_head_gen_svm():
+    (r,) = run_cells([Cell(generator="relu", head="relu", n=3, T=4, d=6, seed=0,
+                           iterations=500, checkpoint_spacing="linear", checkpoint_count=5)])
+    assert r.status == "ok" and r.gen is not None
+    for key in ("corr_svmeq", "corr_mm_gen", "corr_single", "max_masked_prob", "n_relevant"):
+        assert key in r.scalars
+    assert r.gen.relevant.shape == (3, 4)
+
+
+def test_cli_run_cell_text_and_json():
+    base = [sys.executable, "-m", "attnsvm.cli", "run-cell", "--d", "5", "--T", "4", "--n", "3",
+            "--iterations", "100", "--seed", "2"]
+    out = subprocess.run(base, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "Att-SVM   (Frobenius, GD's alpha)" in out.stdout and "convergence" in out.stdout
+    js = subprocess.run(base + ["--json"], capture_output=True, text=True, timeout=300)
+    data = json.loads(js.stdout)
+    assert data["cell"]["seed"] == 2 and data["svms"]["fro_alpha"]["status"] == "optimal"
+    bad = subprocess.run(base[:4] + ["--T", "1"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "T must be an integer >= 2, got 1" in bad.stderr
+
+
+def test_top_level_run_cells():
+    (r,) = attnsvm.run_cells([Cell(seed=0, **SMALL)])
+    assert r.status == "ok"
