@@ -81,17 +81,19 @@ def make_dataset(cell: Cell) -> Dataset:
 def _toy2d() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Hand-placed n=2, T=3, d=2 example for the trajectory picture (E1).
 
-    Example 1's best token is x_11, example 2's best is x_21 (the linear head v = e_1 and
-    labels +1, -1); the queries differ so that W z_i paths are visible in the plane.
+    Labels +1, -1 and head v = e_1 make token 1 optimal in both examples. The points were
+    picked so that the Frobenius and nuclear SVM solutions differ visibly (the rays
+    W_mm z_i and W_mm_* z_i are about 50 degrees apart) and GD from the zero init reaches
+    its SVM direction within 2000 iterations for W and for KQ (corr > 0.999).
     """
     X = np.array(
         [
-            [[1.0, 0.0], [-0.2, 0.8], [0.3, -0.9]],
-            [[-1.0, 0.25], [0.6, 0.6], [0.1, -1.0]],
+            [[0.61, -0.79], [0.21, -0.98], [-0.99, -0.15]],
+            [[0.17, 0.99], [0.83, 0.55], [0.74, 0.68]],
         ]
     )
     Y = np.array([1.0, -1.0])
-    Z = _unit_rows(np.array([[1.0, 0.4], [0.2, 1.0]]))
+    Z = np.array([[1.00, -0.02], [0.57, 0.82]])
     v = np.array([1.0, 0.0])
     return X, Y, Z, v
 
