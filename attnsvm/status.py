@@ -14,28 +14,22 @@ import xarray as xr
 from attnsvm import codes
 
 
-def _point_label(ds: xr.Dataset, index: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in index.items()) or "(all)"
-
-
 def status_rows(summary: xr.Dataset) -> tuple[list[str], list[list[str]]]:
     """Header and rows: one row per grid point with counts per cell status and convergence."""
-    axes = list(summary.attrs.get("axes", []))
     cs = summary["count_status"]
-    conv = summary.get("count_convergence")
+    axes = [d for d in cs.dims if d != "status"]
+    table = cs.to_series().unstack("status")[list(codes.CELL_STATUS)]
     header = list(axes) + list(codes.CELL_STATUS)
+    conv = summary.get("count_convergence")
     if conv is not None:
-        header += [f"conv:{c}" for c in codes.CONVERGENCE]
+        ct = conv.to_series().unstack("convergence")[list(codes.CONVERGENCE)]
+        ct.columns = [f"conv:{c}" for c in codes.CONVERGENCE]
+        table = table.join(ct)
+        header += list(ct.columns)
     rows = []
-    stacked = cs.stack(point=axes) if axes else cs.expand_dims(point=[0])
-    for p in range(stacked.sizes["point"]):
-        sel = stacked.isel(point=p)
-        row = [str(sel[a].item()) for a in axes]
-        row += [str(int(sel.sel(status=s))) for s in codes.CELL_STATUS]
-        if conv is not None:
-            cv = conv.stack(point=axes).isel(point=p) if axes else conv
-            row += [str(int(cv.sel(convergence=c))) for c in codes.CONVERGENCE]
-        rows.append(row)
+    for idx, values in table.iterrows():
+        key = list(idx) if isinstance(idx, tuple) else ([idx] if axes else [])
+        rows.append([str(k) for k in key] + [str(int(v)) for v in values])
     return header, rows
 
 
@@ -55,7 +49,19 @@ def write_status_table(summary_path: str | os.PathLike, out: str | os.PathLike) 
     ]
     for row in rows:
         parts.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
-    parts.append("</table></body></html>")
+    parts.append("</table>")
+    if "count_svm_status" in summary:
+        svm = summary["count_svm_status"]
+        tot = svm.sum([d for d in svm.dims if d not in ("svm", "svm_status")])
+        parts.append("<h4>SVM solves per status (all grid points)</h4>")
+        parts.append("<table border='1' cellpadding='3'><tr><th>svm</th>" + "".join(
+            f"<th>{s}</th>" for s in codes.SVM_STATUS) + "</tr>")
+        for name in tot["svm"].values:
+            cells = "".join(f"<td>{int(tot.sel(svm=name, svm_status=s))}</td>"
+                            for s in codes.SVM_STATUS)
+            parts.append(f"<tr><td>{html.escape(str(name))}</td>{cells}</tr>")
+        parts.append("</table>")
+    parts.append("</body></html>")
     out = Path(out)
     out.write_text("\n".join(parts))
     return out
