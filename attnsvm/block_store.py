@@ -49,13 +49,20 @@ def results_to_dataset(results: Sequence[CellResult], attrs: dict[str, Any]) -> 
     def put(name: str, dims: tuple[str, ...], values: Any, **var_attrs: Any) -> None:
         V[name] = xr.Variable(dims, values, attrs=var_attrs)
 
-    put("status", ("cell",), np.array([codes.encode(r.status, codes.CELL_STATUS) for r in results],
-                                      np.int8), **codes.flag_attrs(codes.CELL_STATUS))
+    put(
+        "status",
+        ("cell",),
+        np.array([codes.encode(r.status, codes.CELL_STATUS) for r in results], np.int8),
+        **codes.flag_attrs(codes.CELL_STATUS),
+    )
     put("message", ("cell",), _strings(r.message for r in results))
     put("device", ("cell",), _strings(r.device for r in results))
-    put("convergence", ("cell",),
+    put(
+        "convergence",
+        ("cell",),
         np.array([codes.encode(r.convergence, codes.CONVERGENCE) for r in results], np.int8),
-        **codes.flag_attrs(codes.CONVERGENCE, "-1: not applicable"))
+        **codes.flag_attrs(codes.CONVERGENCE, "-1: not applicable"),
+    )
     # data (SCIENCE.md section 1)
     put("X", ("cell", "example", "token", "feature"), np.stack([r.data.X for r in results]))
     put("Y", ("cell", "example"), np.stack([r.data.Y for r in results]))
@@ -67,7 +74,11 @@ def results_to_dataset(results: Sequence[CellResult], attrs: dict[str, Any]) -> 
     put("opt", ("cell", "example"), np.stack([r.opt for r in results]).astype(np.int16))
     # trajectory (SCIENCE.md section 3)
     put("W", ("cell", "checkpoint", "row", "col"), np.stack([r.W for r in results]))
-    put("softmax", ("cell", "checkpoint", "example", "token"), np.stack([r.softmax for r in results]))
+    put(
+        "softmax",
+        ("cell", "checkpoint", "example", "token"),
+        np.stack([r.softmax for r in results]),
+    )
     # SVMs (section 4)
     sw = np.full((S, len(svms), d, d), np.nan)
     sst = np.full((S, len(svms)), codes.SVM_STATUS.index("not_solved"), np.int8)
@@ -94,8 +105,11 @@ def results_to_dataset(results: Sequence[CellResult], attrs: dict[str, Any]) -> 
         put(key, ("cell",), np.array([float(r.scalars.get(key, np.nan)) for r in results]))
     C = len(r0.iterations)
     for key in _union([r.curves for r in results]):
-        put(f"curve_{key}", ("cell", "checkpoint"),
-            np.stack([np.asarray(r.curves.get(key, np.full(C, np.nan)), float) for r in results]))
+        put(
+            f"curve_{key}",
+            ("cell", "checkpoint"),
+            np.stack([np.asarray(r.curves.get(key, np.full(C, np.nan)), float) for r in results]),
+        )
     for key in _union([r.timings for r in results]):
         put(f"seconds_{key}", ("cell",), np.array([r.timings.get(key, np.nan) for r in results]))
     coords = {
@@ -120,19 +134,29 @@ def _put_gen(put, results: Sequence[CellResult], n: int, T: int, d: int) -> None
         g = r.gen
         if g is None:
             continue
-        for key, W in (("gen_W_mm_gen", g.mm_gen.W), ("gen_W_fin", g.fin.W),
-                       ("gen_W_svmeq", g.svmeq)):
+        for key, W in (
+            ("gen_W_mm_gen", g.mm_gen.W),
+            ("gen_W_fin", g.fin.W),
+            ("gen_W_svmeq", g.svmeq),
+        ):
             if W is not None:
                 mats[key][i] = W
         rel[i], C[i] = g.relevant, g.C
-        st[i] = [codes.encode(g.mm_gen.status, codes.SVM_STATUS),
-                 codes.encode(g.fin.status, codes.SVM_STATUS)]
+        st[i] = [
+            codes.encode(g.mm_gen.status, codes.SVM_STATUS),
+            codes.encode(g.fin.status, codes.SVM_STATUS),
+        ]
     for key, val in mats.items():
         put(key, ("cell", "row", "col"), val)
     put("gen_relevant", ("cell", "example", "token"), rel)
     put("gen_C", ("cell",), C)
-    put("gen_status", ("cell", "gen_svm"), st, **codes.flag_attrs(codes.SVM_STATUS),
-        columns="mm_gen fin")
+    put(
+        "gen_status",
+        ("cell", "gen_svm"),
+        st,
+        **codes.flag_attrs(codes.SVM_STATUS),
+        columns="mm_gen fin",
+    )
 
 
 def write_atomic(ds: xr.Dataset, path: str | os.PathLike, consolidated: bool = False) -> Path:

@@ -23,7 +23,17 @@ from attnsvm.block_store import is_finished_store, open_block, write_atomic
 from attnsvm.grid import Experiment
 
 SWEEP_FORMAT = "attnsvm-sweep-1"
-_PAD_DIMS = ("checkpoint", "example", "token", "row", "col", "feature", "feature2", "svm", "gen_svm")
+_PAD_DIMS = (
+    "checkpoint",
+    "example",
+    "token",
+    "row",
+    "col",
+    "feature",
+    "feature2",
+    "svm",
+    "gen_svm",
+)
 
 
 def _fill_for(name: str, dtype: np.dtype):
@@ -107,8 +117,9 @@ def collect_sweep(
     arrays = {}
     for name, dims in var_dims.items():
         tail = [sizes[dm] if dm != "svm" else len(svm_names) for dm in dims[1:]]
-        arrays[name] = np.full(shape_grid + tail, _fill_for(name, var_dtype[name]),
-                               dtype=var_dtype[name])
+        arrays[name] = np.full(
+            shape_grid + tail, _fill_for(name, var_dtype[name]), dtype=var_dtype[name]
+        )
     for idx, seeds, ds in loaded:
         svm_idx = [svm_names.index(str(s)) for s in ds["svm"].values]
         for name, var in ds.data_vars.items():
@@ -158,8 +169,9 @@ def block_paths_in(blocks_dir: str | os.PathLike) -> dict[str, Path]:
     return {p.name.removesuffix(".zarr"): p for p in d.iterdir() if is_finished_store(p)}
 
 
-def write_sweep(experiment: Experiment, blocks_dir: str | os.PathLike,
-                out: str | os.PathLike) -> Path:
+def write_sweep(
+    experiment: Experiment, blocks_dir: str | os.PathLike, out: str | os.PathLike
+) -> Path:
     """Collect ``blocks_dir`` into the consolidated sweep store at ``out`` (atomic)."""
     ds = collect_sweep(experiment, block_paths_in(blocks_dir))
     return write_atomic(ds, out, consolidated=True)

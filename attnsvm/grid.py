@@ -58,7 +58,9 @@ class Experiment:
     def points(self) -> list[tuple[tuple[str, Any], ...]]:
         """Every grid point as ((axis, value), ...) in axis order (Cartesian product)."""
         names = list(self.axes)
-        return [tuple(zip(names, vals, strict=True)) for vals in itertools.product(*self.axes.values())]
+        return [
+            tuple(zip(names, vals, strict=True)) for vals in itertools.product(*self.axes.values())
+        ]
 
     def cell(self, point: tuple[tuple[str, Any], ...], seed: int) -> Cell:
         return Cell(**{**self.fixed, **dict(point), "seed": seed})
@@ -188,8 +190,9 @@ def parse_experiment(name: str, raw: Any, default_block_size: int) -> Experiment
                 f"(allowed: {', '.join(FIGURES)})"
             )
     block_size = _check_int(where, "block_size", raw.get("block_size", default_block_size), 1)
-    exp = Experiment(name, dict(fixed), axes, seeds, list(figures), block_size,
-                     str(raw.get("description", "")))
+    exp = Experiment(
+        name, dict(fixed), axes, seeds, list(figures), block_size, str(raw.get("description", ""))
+    )
     for point in exp.points():  # every cell must be valid before any job starts
         try:
             exp.cell(point, seeds[0])
@@ -208,8 +211,7 @@ def parse_config(config: Any) -> dict[str, Experiment]:
     for key in config:
         if key not in TOP_KEYS:
             raise _unknown("config", key, TOP_KEYS)
-    block_size = _check_int("config", "block_size",
-                            config.get("block_size", DEFAULT_BLOCK_SIZE), 1)
+    block_size = _check_int("config", "block_size", config.get("block_size", DEFAULT_BLOCK_SIZE), 1)
     exps = config.get("experiments")
     if not isinstance(exps, dict) or not exps:
         raise ConfigError("config: 'experiments' must be a non-empty mapping of named experiments")

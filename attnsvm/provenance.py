@@ -10,8 +10,17 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 PACKAGES = (
-    "attnsvm", "numpy", "scipy", "torch", "cvxpy", "clarabel", "scs", "osqp",
-    "xarray", "zarr", "snakemake",
+    "attnsvm",
+    "numpy",
+    "scipy",
+    "torch",
+    "cvxpy",
+    "clarabel",
+    "scs",
+    "osqp",
+    "xarray",
+    "zarr",
+    "snakemake",
 )
 
 
@@ -33,11 +42,17 @@ def git_commit() -> str:
     try:
         head = subprocess.run(
             ["git", "-C", str(src), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "-C", str(src), "status", "--porcelain", "--", str(src)],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""

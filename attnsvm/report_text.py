@@ -26,11 +26,18 @@ def cell_summary_dict(res: CellResult) -> dict[str, Any]:
         "opt": res.opt.tolist(),
         "convergence": res.convergence,
         "svms": {
-            k: {"status": r.status, "objective": r.objective, "solver": r.solver, "seconds": r.seconds}
+            k: {
+                "status": r.status,
+                "objective": r.objective,
+                "solver": r.solver,
+                "seconds": r.seconds,
+            }
             for k, r in res.svms.items()
         },
-        "scalars": {k: (None if isinstance(v, float) and math.isnan(v) else v)
-                    for k, v in res.scalars.items()},
+        "scalars": {
+            k: (None if isinstance(v, float) and math.isnan(v) else v)
+            for k, v in res.scalars.items()
+        },
         "timings": res.timings,
     }
 
@@ -50,8 +57,8 @@ def cell_summary(res: CellResult) -> str:
         f"attention={c.attention} seed={c.seed}",
         f"training      {c.optimizer} GD, lr={c.lr}, {c.iterations} iterations, {c.dtype}, "
         f"init={c.init}, device={res.device}",
-        f"status        {res.status}" + (f": {res.message.strip().splitlines()[-1]}"
-                                        if res.message else ""),
+        f"status        {res.status}"
+        + (f": {res.message.strip().splitlines()[-1]}" if res.message else ""),
     ]
     if c.train and len(res.iterations):
         lines += [
@@ -60,7 +67,9 @@ def cell_summary(res: CellResult) -> str:
             f"selection     alpha={res.alpha.tolist()}  opt={res.opt.tolist()}  "
             f"alpha==opt: {bool(sc.get('alpha_is_opt'))}",
         ]
-    lines.append("SVM                                  status              objective  rank  corr(W_GD)")
+    lines.append(
+        "SVM                                  status              objective  rank  corr(W_GD)"
+    )
     for key, r in res.svms.items():
         corr = sc.get(f"corr_{key}", float("nan"))
         lines.append(

@@ -16,6 +16,7 @@ import numpy as np
 
 from attnsvm import metrics as M
 from attnsvm.cell import Cell
+from attnsvm.constraints import att_svm_constraints
 from attnsvm.data import Dataset, make_dataset, make_init, optimal_tokens, token_scores
 from attnsvm.svm import (
     GenSVMResult,
@@ -26,7 +27,6 @@ from attnsvm.svm import (
     solve_nuclear,
     support_tokens,
 )
-from attnsvm.constraints import att_svm_constraints
 
 CELL_STATUSES = ("ok", "nonfinite", "failed")
 """Cell status codes: ok; nonfinite (training produced NaN/inf, the run is frozen there);

@@ -54,11 +54,15 @@ def write_status_table(summary_path: str | os.PathLike, out: str | os.PathLike) 
         svm = summary["count_svm_status"]
         tot = svm.sum([d for d in svm.dims if d not in ("svm", "svm_status")])
         parts.append("<h4>SVM solves per status (all grid points)</h4>")
-        parts.append("<table border='1' cellpadding='3'><tr><th>svm</th>" + "".join(
-            f"<th>{s}</th>" for s in codes.SVM_STATUS) + "</tr>")
+        parts.append(
+            "<table border='1' cellpadding='3'><tr><th>svm</th>"
+            + "".join(f"<th>{s}</th>" for s in codes.SVM_STATUS)
+            + "</tr>"
+        )
         for name in tot["svm"].values:
-            cells = "".join(f"<td>{int(tot.sel(svm=name, svm_status=s))}</td>"
-                            for s in codes.SVM_STATUS)
+            cells = "".join(
+                f"<td>{int(tot.sel(svm=name, svm_status=s))}</td>" for s in codes.SVM_STATUS
+            )
             parts.append(f"<tr><td>{html.escape(str(name))}</td>{cells}</tr>")
         parts.append("</table>")
     parts.append("</body></html>")
@@ -90,7 +94,11 @@ def scan_experiment(exp_dir: Path, plan_blocks: list[str] | None = None) -> dict
     if logs.is_dir():
         for log in logs.glob("*.log"):
             name = log.name.removesuffix(".log")
-            if name not in done and log.stat().st_size > 0 and time.time() - log.stat().st_mtime > 5:
+            if (
+                name not in done
+                and log.stat().st_size > 0
+                and time.time() - log.stat().st_mtime > 5
+            ):
                 failed.append(name)
     planned = plan_blocks if plan_blocks is not None else sorted(set(done) | set(failed))
     missing = [b for b in planned if b not in done]
@@ -113,8 +121,10 @@ def print_status(path: str | os.PathLike, as_json: bool = False) -> int:
     if not root.exists():
         print(f"attnsvm status: no such directory: {root}")
         return 2
-    exps = [root] if (root / "blocks").is_dir() else sorted(
-        p for p in root.iterdir() if (p / "blocks").is_dir()
+    exps = (
+        [root]
+        if (root / "blocks").is_dir()
+        else sorted(p for p in root.iterdir() if (p / "blocks").is_dir())
     )
     report = {p.name: scan_experiment(p) for p in exps}
     if as_json:
@@ -128,7 +138,8 @@ def print_status(path: str | os.PathLike, as_json: bool = False) -> int:
         print(
             f"{name}: blocks done {r['blocks_done']}, running {r['blocks_running']}, "
             f"failed/killed {r['blocks_failed_or_killed']}, missing {r['blocks_missing']}; "
-            "cells " + ", ".join(f"{k} {v}" for k, v in r["cells"].items())
+            "cells "
+            + ", ".join(f"{k} {v}" for k, v in r["cells"].items())
             + (f"; ~{eta:.0f} s of block time left" if eta else "")
         )
     return 0

@@ -18,8 +18,14 @@ import xarray as xr
 
 from attnsvm import codes
 
-FLAG_PREFIXES = ("feasible_", "alpha_is_opt", "saturated", "ambiguous", "all_support",
-                 "locally_optimal")
+FLAG_PREFIXES = (
+    "feasible_",
+    "alpha_is_opt",
+    "saturated",
+    "ambiguous",
+    "all_support",
+    "locally_optimal",
+)
 _SKIP = {"status", "convergence", "svm_status", "gen_status", "alpha", "opt"}
 _ALLOWED_TAIL = {"checkpoint"}
 

@@ -60,7 +60,9 @@ class Plan:
         self.experiments = experiments
         self.paths = Paths(results)
         self.results = results
-        self._blocks = {name: {b.name: b for b in exp.blocks()} for name, exp in experiments.items()}
+        self._blocks = {
+            name: {b.name: b for b in exp.blocks()} for name, exp in experiments.items()
+        }
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Plan:
@@ -86,8 +88,15 @@ class Plan:
         """The experiment's settings as canonical JSON (a change reruns the collect job)."""
         e = self.experiments[exp]
         return json.dumps(
-            {"name": e.name, "fixed": e.fixed, "grid": e.axes, "seeds": e.seeds,
-             "figures": e.figures, "block_size": e.block_size, "description": e.description},
+            {
+                "name": e.name,
+                "fixed": e.fixed,
+                "grid": e.axes,
+                "seeds": e.seeds,
+                "figures": e.figures,
+                "block_size": e.block_size,
+                "description": e.description,
+            },
         )  # key order kept: axis order defines block names and sweep dims
 
     def final_outputs(self) -> list[str]:
@@ -102,8 +111,15 @@ class Plan:
 def experiment_from_json(text: str) -> Experiment:
     """Rebuild an :class:`Experiment` from :meth:`Plan.experiment_config` JSON."""
     raw = json.loads(text)
-    return Experiment(raw["name"], raw["fixed"], raw["grid"], raw["seeds"], raw["figures"],
-                      raw["block_size"], raw.get("description", ""))
+    return Experiment(
+        raw["name"],
+        raw["fixed"],
+        raw["grid"],
+        raw["seeds"],
+        raw["figures"],
+        raw["block_size"],
+        raw.get("description", ""),
+    )
 
 
 def collect_experiment(settings_json: str, block_stores: list[str], out: str) -> Path:

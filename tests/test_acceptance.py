@@ -11,8 +11,9 @@ SEEDS = range(20)
 
 @pytest.fixture(scope="module")
 def e2_results():
-    cells = [Cell(n=6, T=8, d=10, iterations=2000, param=p, seed=s)
-             for p in ("W", "KQ") for s in SEEDS]
+    cells = [
+        Cell(n=6, T=8, d=10, iterations=2000, param=p, seed=s) for p in ("W", "KQ") for s in SEEDS
+    ]
     res = run_cells(cells, device="cpu")
     assert all(r.status == "ok" for r in res)
     return {p: [r for r in res if r.cell.param == p] for p in ("W", "KQ")}
@@ -40,8 +41,10 @@ def test_e2_softmax_saturates_and_types_are_counted(e2_results):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_no_late_decay_to_20000_iterations(dtype):
     """corr(W(k), W_mm(alpha)) does not decrease between 2000 and 20000 iterations."""
-    cells = [Cell(n=6, T=8, d=10, iterations=20000, checkpoint_count=40, dtype=dtype, seed=s)
-             for s in SEEDS]
+    cells = [
+        Cell(n=6, T=8, d=10, iterations=20000, checkpoint_count=40, dtype=dtype, seed=s)
+        for s in SEEDS
+    ]
     res = run_cells(cells, device="cpu")
     for r in res:
         assert r.status == "ok"

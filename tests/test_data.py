@@ -16,7 +16,8 @@ def test_gaussian_shapes_and_norms():
 
 def test_seed_fixes_data_and_init_bit_for_bit():
     a, b = Cell(seed=11), Cell(seed=11)
-    for x, y in zip(make_dataset(a).__dict__.values(), make_dataset(b).__dict__.values()):
+    da, db = make_dataset(a).__dict__, make_dataset(b).__dict__
+    for x, y in zip(da.values(), db.values(), strict=True):
         if x is not None:
             assert np.array_equal(x, y)
     assert np.array_equal(make_init(a)["W"], make_init(b)["W"])

@@ -38,15 +38,39 @@ def test_softmax_mass_and_saturation():
 
 def test_convergence_type_rules():
     kw = dict(threshold=0.99)
-    assert M.convergence_type(saturated=False, alpha_is_opt=True, locally_optimal=True,
-                              correlation=1.0, **kw) == "unsaturated"
-    assert M.convergence_type(saturated=True, alpha_is_opt=True, locally_optimal=True,
-                              correlation=0.995, **kw) == "global"
-    assert M.convergence_type(saturated=True, alpha_is_opt=False, locally_optimal=True,
-                              correlation=0.995, **kw) == "local"
-    assert M.convergence_type(saturated=True, alpha_is_opt=False, locally_optimal=False,
-                              correlation=0.995, **kw) == "not-local"
-    assert M.convergence_type(saturated=True, alpha_is_opt=True, locally_optimal=True,
-                              correlation=float("nan"), **kw) == "not-local"
-    assert M.convergence_type(saturated=True, alpha_is_opt=True, locally_optimal=True,
-                              correlation=0.98, **kw) == "not-local"
+    assert (
+        M.convergence_type(
+            saturated=False, alpha_is_opt=True, locally_optimal=True, correlation=1.0, **kw
+        )
+        == "unsaturated"
+    )
+    assert (
+        M.convergence_type(
+            saturated=True, alpha_is_opt=True, locally_optimal=True, correlation=0.995, **kw
+        )
+        == "global"
+    )
+    assert (
+        M.convergence_type(
+            saturated=True, alpha_is_opt=False, locally_optimal=True, correlation=0.995, **kw
+        )
+        == "local"
+    )
+    assert (
+        M.convergence_type(
+            saturated=True, alpha_is_opt=False, locally_optimal=False, correlation=0.995, **kw
+        )
+        == "not-local"
+    )
+    assert (
+        M.convergence_type(
+            saturated=True, alpha_is_opt=True, locally_optimal=True, correlation=float("nan"), **kw
+        )
+        == "not-local"
+    )
+    assert (
+        M.convergence_type(
+            saturated=True, alpha_is_opt=True, locally_optimal=True, correlation=0.98, **kw
+        )
+        == "not-local"
+    )

@@ -59,8 +59,21 @@ def test_nonfinite_training_is_flagged_not_dropped():
 
 
 def test_relu_head_gen_svm():
-    (r,) = run_cells([Cell(generator="relu", head="relu", n=3, T=4, d=6, seed=0,
-                           iterations=500, checkpoint_spacing="linear", checkpoint_count=5)])
+    (r,) = run_cells(
+        [
+            Cell(
+                generator="relu",
+                head="relu",
+                n=3,
+                T=4,
+                d=6,
+                seed=0,
+                iterations=500,
+                checkpoint_spacing="linear",
+                checkpoint_count=5,
+            )
+        ]
+    )
     assert r.status == "ok" and r.gen is not None
     for key in ("corr_svmeq", "corr_mm_gen", "corr_single", "max_masked_prob", "n_relevant"):
         assert key in r.scalars
@@ -68,8 +81,22 @@ def test_relu_head_gen_svm():
 
 
 def test_cli_run_cell_text_and_json():
-    base = [sys.executable, "-m", "attnsvm.cli", "run-cell", "--d", "5", "--T", "4", "--n", "3",
-            "--iterations", "100", "--seed", "2"]
+    base = [
+        sys.executable,
+        "-m",
+        "attnsvm.cli",
+        "run-cell",
+        "--d",
+        "5",
+        "--T",
+        "4",
+        "--n",
+        "3",
+        "--iterations",
+        "100",
+        "--seed",
+        "2",
+    ]
     out = subprocess.run(base, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "Att-SVM   (Frobenius, GD's alpha)" in out.stdout and "convergence" in out.stdout

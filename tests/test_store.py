@@ -35,8 +35,9 @@ def stores(tmp_path_factory, experiment):
     root = tmp_path_factory.mktemp("blocks")
     paths = {}
     for b in experiment.blocks():
-        paths[b.name] = run_block(list(b.cells), root / f"{b.name}.zarr",
-                                  experiment="tiny", block=b.name, device="cpu")
+        paths[b.name] = run_block(
+            list(b.cells), root / f"{b.name}.zarr", experiment="tiny", block=b.name, device="cpu"
+        )
     return paths
 
 
@@ -50,8 +51,20 @@ def test_block_store_is_self_contained(stores, experiment):
     for key in ("versions", "host", "started", "finished", "device", "git_commit"):
         assert key in ds.attrs
     assert ds.attrs["versions"]["torch"] and ds.attrs["versions"]["attnsvm"]
-    for var in ("X", "Y", "Z", "v", "W", "softmax", "svm_W", "svm_status", "status",
-                "corr_fro_alpha", "curve_corr_fro_alpha", "seconds_train"):
+    for var in (
+        "X",
+        "Y",
+        "Z",
+        "v",
+        "W",
+        "softmax",
+        "svm_W",
+        "svm_status",
+        "status",
+        "corr_fro_alpha",
+        "curve_corr_fro_alpha",
+        "seconds_train",
+    ):
         assert var in ds, var
     assert ds.sizes["cell"] == len(b.cells)
     assert list(ds["iteration"].values)[-1] == 30
@@ -91,7 +104,8 @@ def test_collect_full_and_with_missing_block(stores, experiment):
     b = experiment.blocks()[-1]
     blk = open_block(stores[b.name]).load()
     np.testing.assert_array_equal(
-        full["W"].sel(d=3, param="KQ", seed=b.seeds).values, blk["W"].values)
+        full["W"].sel(d=3, param="KQ", seed=b.seeds).values, blk["W"].values
+    )
     # drop one block: its cells are present with status missing, nothing else changes
     partial = dict(stores)
     gone = partial.pop(b.name)

@@ -124,8 +124,13 @@ def test_default_sweep_end_to_end_with_report(tmp_path):
     wd = scratch_workflow(tmp_path)
     proc = snakemake(wd)
     assert proc.returncode == 0, proc.stderr[-5000:]
-    rep = subprocess.run([sys.executable, "-m", "snakemake", "--report", "results/report.html"],
-                         cwd=wd, capture_output=True, text=True, timeout=600)
+    rep = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--report", "results/report.html"],
+        cwd=wd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert rep.returncode == 0, rep.stderr[-3000:]
     assert (wd / "results/report.html").stat().st_size > 100_000
     import yaml

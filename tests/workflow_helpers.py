@@ -27,13 +27,22 @@ def write_config(path: Path, config: dict) -> Path:
 
 def snakemake(workdir: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
     """Run snakemake in ``workdir`` with the default profile; returns the completed process."""
-    cmd = [sys.executable, "-m", "snakemake", "--workflow-profile",
-           "workflow/profiles/default", "--cores", "2", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--workflow-profile",
+        "workflow/profiles/default",
+        "--cores",
+        "2",
+        *args,
+    ]
     return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout)
 
 
 def executed_jobs(proc: subprocess.CompletedProcess, rule: str) -> int:
     """How many jobs of ``rule`` a snakemake run executed (from its log)."""
     text = proc.stdout + proc.stderr
-    return sum(1 for line in text.splitlines() if line.strip() in (f"rule {rule}:",
-                                                                     f"localrule {rule}:"))
+    return sum(
+        1 for line in text.splitlines() if line.strip() in (f"rule {rule}:", f"localrule {rule}:")
+    )
