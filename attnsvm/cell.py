@@ -62,6 +62,13 @@ class Cell:
 
     def __post_init__(self) -> None:
         validate_cell(self)
+        # Fields a cell does not use are normalized, so that they do not change its identity:
+        # m only matters for KQ, lam only for the lambda head (changing them reruns only the
+        # blocks whose cells use them).
+        if self.param != "KQ" and self.m is not None:
+            object.__setattr__(self, "m", None)
+        if self.head != "lambda" and self.lam != 0.0:
+            object.__setattr__(self, "lam", 0.0)
 
     # ------------------------------------------------------------------ derived values
     @property

@@ -59,3 +59,10 @@ def test_checkpoints():
     assert log[0] == 1 and log[-1] == 2000 and log == sorted(set(log))
     assert checkpoint_iterations(2000, 20, "linear") == list(range(100, 2001, 100))
     assert checkpoint_iterations(7, 100, "log")[-1] == 7
+
+
+def test_unused_fields_do_not_change_identity():
+    assert Cell(param="W", m=3) == Cell(param="W")
+    assert Cell(param="KQ", m=3) != Cell(param="KQ")
+    assert Cell(head="linear", lam=2.0) == Cell(head="linear")
+    assert Cell(generator="orthonormal", head="lambda", lam=2.0).lam == 2.0
