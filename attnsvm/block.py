@@ -61,3 +61,23 @@ def run_block(
     ds.attrs["finished"] = provenance.now()
     ds.attrs["seconds_total_before_write"] = t1 - t0
     return write_atomic(ds, out)
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m attnsvm.block SPEC.json``: the worker process of :func:`attnsvm.job.run_job`."""
+    spec = json.loads(Path(argv[0]).read_text())
+    run_block(
+        spec["cells"],
+        spec["out"],
+        experiment=spec.get("experiment", ""),
+        block=spec.get("block", ""),
+        device=spec.get("device", "auto"),
+        threads=spec.get("threads", 1),
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(_main(sys.argv[1:]))

@@ -23,7 +23,7 @@ import xarray as xr
 from attnsvm import codes
 from attnsvm.run import LINEAR_SVMS, CellResult
 
-PARTIAL_MARK = ".partial-"
+PARTIAL_MARK = codes.PARTIAL_MARK
 STORE_FORMAT = "attnsvm-block-1"
 
 
@@ -157,6 +157,44 @@ def _put_gen(put, results: Sequence[CellResult], n: int, T: int, d: int) -> None
         **codes.flag_attrs(codes.SVM_STATUS),
         columns="mm_gen fin",
     )
+
+
+def failed_block_dataset(
+    cells: Sequence[dict[str, Any]], message: str, attrs: dict[str, Any]
+) -> xr.Dataset:
+    """Store of a block whose worker crashed: every cell ``failed`` with the reason."""
+    from attnsvm import provenance
+
+    S = len(cells)
+    ds = xr.Dataset(
+        {
+            "status": xr.Variable(
+                ("cell",),
+                np.full(S, codes.CELL_STATUS.index("failed"), np.int8),
+                attrs=codes.flag_attrs(codes.CELL_STATUS),
+            ),
+            "message": xr.Variable(("cell",), _strings([message] * S)),
+        },
+        coords={
+            "seed": ("cell", np.array([int(c["seed"]) for c in cells], np.int64)),
+            "iteration": ("checkpoint", np.zeros(0, np.int64)),
+            "svm": ("svm", _strings([])),
+        },
+    )
+    ds.attrs.update(attrs)
+    ds.attrs.update(
+        {
+            "format": STORE_FORMAT,
+            "block_failed": 1,
+            "failure": message,
+            "cells": json.dumps(list(cells)),
+            "versions": provenance.package_versions(),
+            "git_commit": provenance.git_commit(),
+            "host": provenance.host(),
+            "finished": provenance.now(),
+        }
+    )
+    return ds
 
 
 def write_atomic(ds: xr.Dataset, path: str | os.PathLike, consolidated: bool = False) -> Path:

@@ -37,8 +37,23 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     rc.add_argument("--json", action="store_true", help="print machine-readable JSON")
     st = sub.add_parser("status", help="progress of sweeps under a results directory")
-    st.add_argument("path", nargs="?", default="results", help="results dir or experiment dir")
+    st.add_argument(
+        "path",
+        nargs="?",
+        default=None,
+        help="results dir or experiment dir (default: the config's, or results)",
+    )
+    st.add_argument(
+        "--configfile",
+        default=None,
+        help="the sweep's config: counts missing blocks and estimates time left",
+    )
     st.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    st.add_argument(
+        "--failed-paths",
+        action="store_true",
+        help="print the store paths of crashed blocks (to --forcerun them)",
+    )
     return parser
 
 
@@ -48,9 +63,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "run-cell":
         return _run_cell(args)
     if args.command == "status":
+        from attnsvm.grid import ConfigError
         from attnsvm.status import print_status
 
-        return print_status(args.path, as_json=args.json)
+        try:
+            return print_status(
+                args.path,
+                as_json=args.json,
+                configfile=args.configfile,
+                failed_paths=args.failed_paths,
+            )
+        except (ConfigError, OSError) as err:
+            print(f"attnsvm status: error: {err}", file=sys.stderr)
+            return 2
     return 2
 
 

@@ -14,6 +14,9 @@ CONVERGENCE = ("global", "local", "not-local", "unsaturated")
 
 NOT_APPLICABLE = -1
 
+PARTIAL_MARK = ".partial-"
+"""Marks a store being written: ``.<name>.zarr.partial-<pid>-<id>`` (hidden, never finished)."""
+
 
 def encode(value: str, table: tuple[str, ...]) -> int:
     """Code of ``value`` in ``table`` (-1 for the empty string)."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import html
 import json
 import os
-import time
+import socket
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -71,62 +72,127 @@ def write_status_table(summary_path: str | os.PathLike, out: str | os.PathLike) 
     return out
 
 
-def scan_experiment(exp_dir: Path, plan_blocks: list[str] | None = None) -> dict:
-    """Blocks done / running / failed / missing and measured block times for one experiment."""
+def _claim_state(claim: Path) -> str:
+    """running / killed for a block's claim file (``.<block>.zarr.running``)."""
+    try:
+        info = json.loads(claim.read_text())
+    except (OSError, ValueError):
+        return "running"
+    if info.get("host") != socket.gethostname():
+        return "running"  # another node: cannot check the process, trust the claim
+    try:
+        os.kill(int(info["pid"]), 0)
+    except ProcessLookupError:
+        return "killed"
+    except (PermissionError, KeyError, ValueError):
+        return "running"
+    return "running"
+
+
+def _store_info(p: Path) -> tuple[float, dict[str, int], bool]:
+    attrs = json.loads((p / "zarr.json").read_text()).get("attributes", {})
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*snakemake_timestamp.*")
+        st = xr.open_zarr(p, consolidated=False)["status"].values
+    counts = {s: int((st == i).sum()) for i, s in enumerate(codes.CELL_STATUS)}
+    return float(attrs.get("seconds_compute", np.nan)), counts, bool(attrs.get("block_failed"))
+
+
+def scan_experiment(exp_dir: Path, plan: dict[str, int] | None = None) -> dict:
+    """Blocks done / running / failed / missing, cells by status and a time estimate.
+
+    ``plan``: planned blocks of the experiment ``{name: number of cells}`` (from the config);
+    without it only what is on disk is known and missing blocks cannot be counted.
+    """
     blocks_dir = exp_dir / "blocks"
-    done, running, seconds, cells = [], [], [], {s: 0 for s in codes.CELL_STATUS}
+    done: dict[str, float] = {}
+    failed_blocks: list[str] = []
+    running: list[str] = []
+    killed: list[str] = []
+    cells = {s: 0 for s in codes.CELL_STATUS}
     if blocks_dir.is_dir():
-        for p in blocks_dir.iterdir():
-            if p.name.startswith(".") and ".partial-" in p.name:
-                running.append(p.name)
-            elif p.suffix == ".zarr" and (p / "zarr.json").exists():
-                done.append(p.name.removesuffix(".zarr"))
+        for p in sorted(blocks_dir.iterdir()):
+            if p.name.endswith(".zarr.running"):
+                name = p.name[1:].removesuffix(".zarr.running")
+                (running if _claim_state(p) == "running" else killed).append(name)
+            elif not p.name.startswith(".") and p.suffix == ".zarr" and (p / "zarr.json").exists():
+                name = p.name.removesuffix(".zarr")
                 try:
-                    attrs = json.loads((p / "zarr.json").read_text()).get("attributes", {})
-                    seconds.append(float(attrs.get("seconds_compute", np.nan)))
-                    st = xr.open_zarr(p, consolidated=False)["status"].values
-                    for i, s in enumerate(codes.CELL_STATUS):
-                        cells[s] += int((st == i).sum())
+                    sec, counts, crashed = _store_info(p)
                 except (OSError, ValueError, KeyError):
-                    pass
-    logs = exp_dir / "logs" / "block"
-    failed = []
-    if logs.is_dir():
-        for log in logs.glob("*.log"):
-            name = log.name.removesuffix(".log")
-            if (
-                name not in done
-                and log.stat().st_size > 0
-                and time.time() - log.stat().st_mtime > 5
-            ):
-                failed.append(name)
-    planned = plan_blocks if plan_blocks is not None else sorted(set(done) | set(failed))
-    missing = [b for b in planned if b not in done]
-    mean_s = float(np.nanmean(seconds)) if seconds else float("nan")
+                    continue  # unreadable: counted as missing below
+                done[name] = sec
+                if crashed:
+                    failed_blocks.append(name)
+                for k, v in counts.items():
+                    cells[k] += v
+    if plan is not None:
+        done = {k: v for k, v in done.items() if k in plan}
+        missing = [b for b in plan if b not in done]
+        cells["missing"] += sum(plan[b] for b in missing)
+    else:
+        missing = sorted(set(killed) - set(done))
+    secs = [v for v in done.values() if np.isfinite(v)]
+    mean_s = float(np.mean(secs)) if secs else float("nan")
+    todo = len([b for b in missing if b not in running])
     return {
-        "blocks_planned": len(planned),
+        "blocks_planned": len(plan) if plan is not None else None,
         "blocks_done": len(done),
-        "blocks_running": len(running),
-        "blocks_failed_or_killed": len([b for b in failed if b in missing]),
+        "blocks_running": len([b for b in running if b not in done]),
+        "blocks_killed": sorted(b for b in killed if b not in done),
+        "blocks_failed": sorted(failed_blocks),
         "blocks_missing": len(missing),
         "cells": cells,
         "mean_block_seconds": mean_s,
-        "estimated_remaining_seconds": mean_s * len(missing) if seconds else None,
+        "estimated_remaining_seconds": mean_s * todo if secs else None,
     }
 
 
-def print_status(path: str | os.PathLike, as_json: bool = False) -> int:
-    """Print per-experiment progress of the sweep(s) under ``path`` (results dir or one exp)."""
-    root = Path(path)
-    if not root.exists():
-        print(f"attnsvm status: no such directory: {root}")
-        return 2
-    exps = (
-        [root]
-        if (root / "blocks").is_dir()
-        else sorted(p for p in root.iterdir() if (p / "blocks").is_dir())
-    )
-    report = {p.name: scan_experiment(p) for p in exps}
+def plan_from_configfile(configfile: str | os.PathLike) -> tuple[str, dict[str, dict[str, int]]]:
+    """Results dir and planned blocks ``{experiment: {block: cells}}`` of a config file."""
+    import yaml
+
+    from attnsvm.workflow_plan import Plan
+
+    plan = Plan.from_config(yaml.safe_load(Path(configfile).read_text()))
+    blocks = {
+        exp: {name: len(b.cells) for name, b in plan.blocks(exp).items()}
+        for exp in plan.experiments
+    }
+    return plan.results, blocks
+
+
+def print_status(
+    path: str | os.PathLike | None = None,
+    as_json: bool = False,
+    configfile: str | os.PathLike | None = None,
+    failed_paths: bool = False,
+) -> int:
+    """Print per-experiment progress of a sweep (results dir or one experiment dir).
+
+    With ``configfile`` the planned blocks are known, so missing blocks and cells are counted
+    and the remaining time is estimated from the measured block times.
+    """
+    plans: dict[str, dict[str, int]] | None = None
+    if configfile is not None:
+        results, plans = plan_from_configfile(configfile)
+        path = path or results
+    root = Path(path or "results")
+    if root.is_dir() and (root / "blocks").is_dir():
+        exps = {root.name: root}
+    else:
+        names = set(plans or {}) | (
+            {p.name for p in root.iterdir() if (p / "blocks").is_dir()} if root.is_dir() else set()
+        )
+        exps = {n: root / n for n in sorted(names)}
+    report = {
+        n: scan_experiment(d, None if plans is None else plans.get(n, {})) for n, d in exps.items()
+    }
+    if failed_paths:
+        for n, r in report.items():
+            for b in r["blocks_failed"]:
+                print(exps[n] / "blocks" / f"{b}.zarr")
+        return 0
     if as_json:
         print(json.dumps(report, indent=2))
         return 0
@@ -134,12 +200,22 @@ def print_status(path: str | os.PathLike, as_json: bool = False) -> int:
         print(f"attnsvm status: no experiments under {root}")
         return 0
     for name, r in report.items():
+        planned = "" if r["blocks_planned"] is None else f" of {r['blocks_planned']}"
         eta = r["estimated_remaining_seconds"]
         print(
-            f"{name}: blocks done {r['blocks_done']}, running {r['blocks_running']}, "
-            f"failed/killed {r['blocks_failed_or_killed']}, missing {r['blocks_missing']}; "
-            "cells "
-            + ", ".join(f"{k} {v}" for k, v in r["cells"].items())
-            + (f"; ~{eta:.0f} s of block time left" if eta else "")
+            f"{name}: blocks done {r['blocks_done']}{planned}, running {r['blocks_running']}, "
+            f"missing {r['blocks_missing']}, killed {len(r['blocks_killed'])}, "
+            f"failed (crashed) {len(r['blocks_failed'])}"
         )
+        print("  cells: " + ", ".join(f"{k} {v}" for k, v in r["cells"].items()))
+        if eta:
+            print(
+                f"  remaining: ~{eta:.0f} s of block compute time "
+                f"({r['mean_block_seconds']:.1f} s per block measured)"
+            )
+        if r["blocks_failed"]:
+            print(
+                "  crashed blocks (rerun with --forcerun on their paths; list them with "
+                "`attnsvm status --failed-paths`): " + ", ".join(r["blocks_failed"][:5])
+            )
     return 0

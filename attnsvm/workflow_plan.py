@@ -53,6 +53,11 @@ def estimate_cell_seconds(block: Block) -> float:
     return train + 2 * solve
 
 
+JOB_STARTUP_SECONDS = 3.0
+LOCAL_HOURS_WARN = 12.0
+BLOCK_MINUTES_WARN = 24 * 60
+
+
 class Plan:
     """A validated sweep configuration as the workflow sees it."""
 
@@ -98,6 +103,37 @@ class Plan:
                 "description": e.description,
             },
         )  # key order kept: axis order defines block names and sweep dims
+
+    def estimated_seconds(self) -> float:
+        """Predicted CPU seconds of every block of the plan (rough, see estimate_cell_seconds)."""
+        return sum(
+            estimate_cell_seconds(b) * len(b.cells) + JOB_STARTUP_SECONDS
+            for blocks in self._blocks.values()
+            for b in blocks.values()
+        )
+
+    def cost_warnings(self, local: bool, cores: int | None) -> list[str]:
+        """Warnings about a grid whose predicted cost is absurd for how it is run."""
+        out = []
+        total = self.estimated_seconds()
+        n_cells = sum(e.n_cells for e in self.experiments.values())
+        if local:
+            hours = total / max(1, cores or 1) / 3600
+            if hours > LOCAL_HOURS_WARN:
+                out.append(
+                    f"the sweep ({n_cells} cells) is predicted to take about {hours:.0f} hours on "
+                    f"{cores or 1} local core(s); consider the SLURM profile "
+                    "(workflow/profiles/slurm), fewer seeds or a smaller grid"
+                )
+        longest = max(
+            (self.block_minutes(e, b) for e in self._blocks for b in self._blocks[e]), default=0
+        )
+        if longest > BLOCK_MINUTES_WARN:
+            out.append(
+                f"the largest block is predicted to need about {longest} minutes, more than a "
+                "typical job walltime; lower block_size"
+            )
+        return out
 
     def final_outputs(self) -> list[str]:
         out = []

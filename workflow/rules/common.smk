@@ -15,6 +15,10 @@ except ConfigError as err:
 
 validate(config, "../schemas/config.schema.yaml")
 
+if workflow.is_main_process:
+    for warning in PLAN.cost_warnings(workflow.local_exec, workflow._cores):
+        print(f"attnsvm: warning: {warning}", file=sys.stderr)
+
 RESULTS = PLAN.results
 
 

@@ -4,13 +4,14 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821, SIM115
 
-from attnsvm.block import run_block  # noqa: E402
+from attnsvm.job import run_job  # noqa: E402
 
-run_block(
+run_job(
     snakemake.params.cells,  # noqa: F821
     snakemake.output.store,  # noqa: F821
     experiment=snakemake.wildcards.experiment,  # noqa: F821
     block=snakemake.wildcards.block,  # noqa: F821
     device=snakemake.params.device,  # noqa: F821
     threads=snakemake.threads,  # noqa: F821
+    log=snakemake.log[0],  # noqa: F821
 )

@@ -1,0 +1,129 @@
+"""A workflow job that survives its own worker's crash: out-of-memory, a signal, a bug.
+
+:func:`run_job` computes a block in a worker process (``python -m attnsvm.block``). If the
+worker dies (killed by the out-of-memory killer, a segfault, an uncaught error), the job
+still writes the block's store, with every cell marked ``failed`` and the reason in its
+message, so the sweep records the failure instead of losing the grid points. A kill of the
+whole job (walltime, preemption, Ctrl-C) leaves no store, and the block is simply rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from attnsvm.codes import PARTIAL_MARK
+
+RUNNING_SUFFIX = ".running"
+FAULT_ENV = "ATTNSVM_FAULT_INJECT"
+"""Fault injection for tests: ``kill:<substring>`` makes the worker of every block whose name
+contains the substring SIGKILL itself before computing (as the out-of-memory killer would)."""
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (the out-of-memory killer sends SIGKILL)" if -code == signal.SIGKILL else ""
+        return f"worker killed by {name}{hint}"
+    return f"worker exited with status {code}"
+
+
+def clean_stale_partials(out: Path) -> None:
+    """Remove temporary stores that an earlier, killed attempt at ``out`` left behind."""
+    for p in out.parent.glob(f".{out.name}{PARTIAL_MARK}*"):
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def _log_tail(path: str | None, lines: int = 15) -> str:
+    if not path or not Path(path).exists():
+        return ""
+    text = Path(path).read_text(errors="replace").splitlines()
+    return "\n".join(text[-lines:])
+
+
+def run_job(
+    cells: Sequence[dict[str, Any]],
+    out: str | os.PathLike,
+    *,
+    experiment: str = "",
+    block: str = "",
+    device: str = "auto",
+    threads: int = 1,
+    log: str | None = None,
+) -> Path:
+    """Compute one block in a worker process and guarantee a store at ``out``.
+
+    Returns the path of the store: the worker's, or a failed-block store if it crashed.
+    """
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_partials(out)
+    claim = claim_path(out)
+    claim.write_text(
+        json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()})
+    )
+    try:
+        return _run(cells, out, experiment, block, device, threads, log)
+    finally:
+        claim.unlink(missing_ok=True)
+
+
+def claim_path(out: Path) -> Path:
+    """``.<block>.zarr.running``: who is computing a block (read by ``attnsvm status``)."""
+    return out.parent / f".{out.name}{RUNNING_SUFFIX}"
+
+
+def _run(
+    cells, out: Path, experiment: str, block: str, device: str, threads: int, log: str | None
+) -> Path:
+    spec = {
+        "cells": list(cells),
+        "out": str(out),
+        "experiment": experiment,
+        "block": block,
+        "device": device,
+        "threads": threads,
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump(spec, fh)
+        spec_path = fh.name
+    env = dict(os.environ)
+    fault = env.get(FAULT_ENV, "")
+    try:
+        if fault.startswith("kill:") and fault[5:] and fault[5:] in block:
+            code = -signal.SIGKILL  # simulate the worker being OOM-killed
+        else:
+            sys.stderr.flush()
+            try:
+                err = sys.stderr if sys.stderr.fileno() >= 0 else None
+            except (AttributeError, OSError, ValueError):
+                err = None  # e.g. pytest's capture: let the worker inherit our stderr
+            cmd = [sys.executable, "-m", "attnsvm.block", spec_path]
+            code = subprocess.call(cmd, env=env, stderr=err)
+    finally:
+        os.unlink(spec_path)
+    if code == 0 and out.exists():
+        return out
+    reason = _describe_exit(code)
+    tail = _log_tail(log)
+    message = f"block job failed: {reason}" + (f"\n--- worker log tail ---\n{tail}" if tail else "")
+    print(f"attnsvm: {message}", file=sys.stderr)
+    from attnsvm.block_store import failed_block_dataset, write_atomic
+
+    clean_stale_partials(out)
+    return write_atomic(
+        failed_block_dataset(cells, message, {"experiment": experiment, "block": block}), out
+    )
