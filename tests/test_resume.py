@@ -47,8 +47,10 @@ def science_equal(a: xr.Dataset, b: xr.Dataset) -> None:
 
 def resume_command(workdir: Path) -> list[subprocess.CompletedProcess]:
     """The README's resume command: unlock after a hard kill, then the same run again."""
-    return [snakemake(workdir, "--configfile", "c.yaml", "--unlock"),
-            snakemake(workdir, "--configfile", "c.yaml")]
+    return [
+        snakemake(workdir, "--configfile", "c.yaml", "--unlock"),
+        snakemake(workdir, "--configfile", "c.yaml"),
+    ]
 
 
 def snakemake_complete_stores(workdir: Path) -> set[str]:
@@ -87,10 +89,20 @@ def test_kill_and_resume(tmp_path, reference, moment):
     wd = scratch_workflow(tmp_path)
     write_config(wd / "c.yaml", CONFIG)
     delay = random.Random(1000 + moment).uniform(0.15, 0.85) * duration
-    cmd = [sys.executable, "-m", "snakemake", "--workflow-profile", "workflow/profiles/default",
-           "--cores", "2", "--configfile", "c.yaml"]
-    proc = subprocess.Popen(cmd, cwd=wd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--workflow-profile",
+        "workflow/profiles/default",
+        "--cores",
+        "2",
+        "--configfile",
+        "c.yaml",
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=wd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     time.sleep(delay)
     os.killpg(proc.pid, signal.SIGKILL)  # the whole Snakemake process tree, no cleanup
     proc.wait()
@@ -104,6 +116,20 @@ def test_kill_and_resume(tmp_path, reference, moment):
     assert leftovers == []
 
 
+def _reader(out_dir: Path, stop: threading.Event, seen: set, bad: list) -> None:
+    """List and fully read every finished store until stopped; record any failure."""
+    while not stop.is_set():
+        for name, path in block_paths_in(out_dir).items():
+            try:
+                ds = open_block(path)
+                ds["W"].values  # noqa: B018  full read of the largest array
+                assert ds.sizes["cell"] == 2
+                seen.add(name)
+            except Exception as err:  # a half-written store would land here
+                bad.append(f"{name}: {err!r}")
+        time.sleep(0.01)
+
+
 def _write_block(args):
     cells, out = args
     from attnsvm.block import run_block
@@ -115,10 +141,18 @@ def _write_block(args):
 def test_concurrent_writers_and_reader_never_see_partial_stores(tmp_path):
     import multiprocessing as mp
 
-    exp = parse_config({"experiments": {"c": {"fixed": {"n": 3, "T": 3,
-                                                        "iterations": 50},
-                                              "grid": {"d": [3, 4, 5, 6]},
-                                              "seeds": 4, "block_size": 2}}})["c"]
+    exp = parse_config(
+        {
+            "experiments": {
+                "c": {
+                    "fixed": {"n": 3, "T": 3, "iterations": 50},
+                    "grid": {"d": [3, 4, 5, 6]},
+                    "seeds": 4,
+                    "block_size": 2,
+                }
+            }
+        }
+    )["c"]
     blocks = exp.blocks()  # 8 blocks
     assert len(blocks) == 8
     bad: list[str] = []
@@ -128,19 +162,7 @@ def test_concurrent_writers_and_reader_never_see_partial_stores(tmp_path):
         stop = threading.Event()
         seen: set[str] = set()
 
-        def reader():
-            while not stop.is_set():
-                for name, path in block_paths_in(out_dir).items():
-                    try:
-                        ds = open_block(path)
-                        ds["W"].values  # noqa: B018  full read of the largest array
-                        assert ds.sizes["cell"] == 2
-                        seen.add(name)
-                    except Exception as err:  # a half-written store would land here
-                        bad.append(f"{name}: {err!r}")
-                time.sleep(0.01)
-
-        t = threading.Thread(target=reader)
+        t = threading.Thread(target=_reader, args=(out_dir, stop, seen, bad))
         t.start()
         jobs = [([c.to_dict() for c in b.cells], str(out_dir / f"{b.name}.zarr")) for b in blocks]
         jobs.append(jobs[0])  # two writers of the same store at once: last rename wins
@@ -149,6 +171,7 @@ def test_concurrent_writers_and_reader_never_see_partial_stores(tmp_path):
         stop.set()
         t.join()
         assert not bad, bad
+        assert seen  # the reader really read stores while writers were running
         assert len(block_paths_in(out_dir)) == 8
         assert not [p for p in out_dir.iterdir() if p.name.startswith(".")]
         for b in blocks:
