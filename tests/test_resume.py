@@ -118,7 +118,8 @@ def test_kill_and_resume(tmp_path, reference, moment):
 
 def _reader(out_dir: Path, stop: threading.Event, seen: set, bad: list) -> None:
     """List and fully read every finished store until stopped; record any failure."""
-    while not stop.is_set():
+    while True:
+        last = stop.is_set()  # one more full pass after the writers are done
         for name, path in block_paths_in(out_dir).items():
             try:
                 ds = open_block(path)
@@ -127,6 +128,8 @@ def _reader(out_dir: Path, stop: threading.Event, seen: set, bad: list) -> None:
                 seen.add(name)
             except Exception as err:  # a half-written store would land here
                 bad.append(f"{name}: {err!r}")
+        if last:
+            return
         time.sleep(0.01)
 
 
