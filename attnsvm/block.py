@@ -55,6 +55,10 @@ def run_block(
         "torch_threads": int(threads),
         "started": start,
         "seconds_compute": compute,
+        "seconds_stages": {
+            stage: float(sum(r.timings.get(stage, 0.0) for r in results))
+            for stage in ("train", "solve", "metrics")
+        },
     }
     ds = results_to_dataset(results, attrs)
     t1 = time.perf_counter()

@@ -48,7 +48,15 @@ def test_block_store_is_self_contained(stores, experiment):
     cells = json.loads(ds.attrs["cells"])
     assert [c["seed"] for c in cells] == b.seeds and cells[0]["d"] == 3
     assert len(ds.attrs["cells_digest"]) == 64
-    for key in ("versions", "host", "started", "finished", "device", "git_commit"):
+    for key in (
+        "versions",
+        "host",
+        "started",
+        "finished",
+        "device",
+        "git_commit",
+        "seconds_stages",
+    ):
         assert key in ds.attrs
     assert ds.attrs["versions"]["torch"] and ds.attrs["versions"]["attnsvm"]
     for var in (
