@@ -17,7 +17,8 @@ from typing import Any
 GENERATORS = ("gaussian", "relu", "orthonormal", "toy2d")
 HEADS = ("linear", "relu", "lambda")
 PARAMS = ("W", "KQ")
-ATTENTIONS = ("cross", "self")
+ATTENTIONS = ("cross", "self", "sequence", "causal")
+TASKS = ("train", "regpath")
 INITS = ("uniform", "zero")
 OPTIMIZERS = ("normalized", "plain")
 DTYPES = ("float64", "float32")
@@ -58,6 +59,9 @@ class Cell:
     rank_tol: float = 1e-6
     support_tol: float = 1e-5
     train: bool = True
+    task: str = "train"
+    radius_min: float = 0.1
+    radius_max: float = 100.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -69,6 +73,9 @@ class Cell:
             object.__setattr__(self, "m", None)
         if self.head != "lambda" and self.lam != 0.0:
             object.__setattr__(self, "lam", 0.0)
+        if self.task != "regpath":  # the radii only matter for the regularization path
+            for name in _REGPATH_FIELDS:
+                object.__setattr__(self, name, _REGPATH_DEFAULTS[name])
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -81,8 +88,16 @@ class Cell:
         return tuple((k, v) for k, v in self.to_dict().items() if k != "seed")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict of the fields, JSON-serializable."""
-        return dataclasses.asdict(self)
+        """Plain dict of the fields, JSON-serializable.
+
+        ``task`` and the radii are left out for ``task="train"`` (their defaults), so cells
+        written before these fields existed keep their description, digest and blocks.
+        """
+        out = dataclasses.asdict(self)
+        if self.task == "train":
+            for name in ("task", *_REGPATH_FIELDS):
+                out.pop(name)
+        return out
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Cell:
@@ -107,6 +122,10 @@ class Cell:
         return checkpoint_iterations(
             self.iterations, self.checkpoint_count, self.checkpoint_spacing
         )
+
+
+_REGPATH_FIELDS = ("radius_min", "radius_max")
+_REGPATH_DEFAULTS = {"radius_min": 0.1, "radius_max": 100.0}
 
 
 def checkpoint_iterations(iterations: int, count: int, spacing: str = "log") -> list[int]:
@@ -158,6 +177,7 @@ def validate_cell(c: Cell) -> None:
         "optimizer": OPTIMIZERS,
         "dtype": DTYPES,
         "checkpoint_spacing": SPACINGS,
+        "task": TASKS,
     }
     for name, allowed in choices.items():
         if getattr(c, name) not in allowed:
@@ -185,5 +205,16 @@ def validate_cell(c: Cell) -> None:
         raise CellError(f"generator 'toy2d' needs n=2, T=3, d=2, got n={c.n}, T={c.T}, d={c.d}")
     if c.generator == "orthonormal" and c.d < c.T:
         raise CellError(f"generator 'orthonormal' needs d >= T, got d={c.d}, T={c.T}")
+    for name in _REGPATH_FIELDS:
+        if not _is_real(getattr(c, name)) or getattr(c, name) <= 0:
+            raise bad(name, "a positive finite number")
+    if c.radius_max <= c.radius_min:
+        raise CellError(
+            f"radius_max must exceed radius_min, got {c.radius_min!r} and {c.radius_max!r}"
+        )
+    if c.task == "regpath" and not (c.train and c.head == "linear"):
+        raise CellError("task 'regpath' needs train: true and head 'linear'")
+    if c.attention in ("sequence", "causal") and c.head != "linear":
+        raise CellError(f"attention {c.attention!r} needs head 'linear', got {c.head!r}")
     if c.head == "relu" and c.generator != "relu":
         raise CellError(f"head 'relu' needs generator 'relu' (it draws V), got {c.generator!r}")

@@ -21,7 +21,10 @@ from attnsvm.cell import Cell, CellError
 CELL_FIELDS = tuple(f.name for f in dataclasses.fields(Cell))
 EXPERIMENT_KEYS = ("description", "figures", "fixed", "grid", "seeds", "block_size")
 TOP_KEYS = ("results", "device", "threads", "mem_mb", "block_size", "max_cells", "experiments")
-FIGURES = ("e1", "e2", "e3", "e4", "e5", "e6")
+FIGURES = (
+    *("e1", "e2", "e3", "e4", "e5", "e6"),
+    *("phase", "rank_gd", "rank_m", "attention", "regpath", "optimizer"),
+)
 DEFAULT_BLOCK_SIZE = 64
 
 

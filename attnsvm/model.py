@@ -45,6 +45,17 @@ def attention_logits(X: Tensor, W: Tensor, Z: Tensor) -> Tensor:
     return (X @ Wz.unsqueeze(-1)).squeeze(-1)
 
 
+def _masked(logits: Tensor, mask: Tensor | None) -> Tensor:
+    """Logits with tokens outside the attention set (``mask`` False) at -inf (causal attention).
+
+    ``mask`` (S, n, T) bool, or None (every token attends; the logits are returned as they are).
+    A masked token gets softmax 0 and no gradient; every row needs at least one True.
+    """
+    if mask is None:
+        return logits
+    return logits.masked_fill(~mask, float("-inf"))
+
+
 def _reference_token(X: Tensor, logits: Tensor, stable: bool) -> Tensor:
     """``x_a`` with ``a = argmax_t logits`` (detached), or zeros for the textbook form."""
     if not stable:
@@ -117,6 +128,7 @@ def loss_fn(
     lam: float,
     ridge: float = RIDGE,
     stable: bool = True,
+    mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Per-seed training loss (S,) and softmax (S, n, T) (SCIENCE.md sections 2-3).
 
@@ -124,7 +136,7 @@ def loss_fn(
     ``ridge * (||K||_F^2 + ||Q||_F^2)``. Differentiable with autograd.
     """
     W = combined_matrix(params, param)
-    logits = attention_logits(X, W, Z)
+    logits = _masked(attention_logits(X, W, Z), mask)
     r, s = attended_token(X, logits, stable=stable)
     loss = logistic_loss(Y, head_output(r, head, v, V, lam))
     if param == "KQ":
@@ -146,6 +158,7 @@ def loss_and_grad(
     lam: float,
     ridge: float = RIDGE,
     stable: bool = True,
+    mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """Loss (S,), softmax (S, n, T) and hand-derived gradients of :func:`loss_fn`.
 
@@ -156,7 +169,7 @@ def loss_and_grad(
     ``G_K = G_W Q + 2 ridge K`` and ``G_Q = G_W^T K + 2 ridge Q``.
     """
     W = combined_matrix(params, param)
-    logits = attention_logits(X, W, Z)
+    logits = _masked(attention_logits(X, W, Z), mask)
     xa = _reference_token(X, logits, stable)
     s = torch.log_softmax(logits, dim=-1).exp()
     D = X - xa.unsqueeze(-2)

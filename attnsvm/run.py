@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attnsvm import metrics as M
+from attnsvm import sequence as SEQ
 from attnsvm.cell import Cell
 from attnsvm.constraints import att_svm_constraints
 from attnsvm.data import Dataset, make_dataset, make_init, optimal_tokens, token_scores
@@ -58,6 +59,7 @@ class CellResult:
     curves: dict[str, np.ndarray] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
+    mask: np.ndarray | None = None  # (n, T) attention mask of causal attention, else None
 
 
 def group_by_shape(cells: Sequence[Cell]) -> list[list[int]]:
@@ -84,15 +86,50 @@ def run_cells(cells: Sequence[Cell], device: str = "auto") -> list[CellResult]:
 def _run_group(cells: list[Cell], device: str) -> list[CellResult]:
     c0 = cells[0]
     datasets = [make_dataset(c) for c in cells]
+    masks: list[np.ndarray | None] = [None] * len(cells)
+    if c0.attention in SEQ.SEQUENCE_ATTENTIONS:  # n T (example, query) pairs, SCIENCE.md §4
+        pairs = [SEQ.expand(ds, c0.attention == "causal") for ds in datasets]
+        datasets, masks = [p[0] for p in pairs], [p[1] for p in pairs]
+    mask_kw = {} if masks[0] is None else {"mask": np.stack(masks)}
     S, C = len(cells), len(c0.checkpoints()) if c0.train else 0
-    n, T, d = c0.n, c0.T, c0.d
+    n, T, d = datasets[0].n, c0.T, c0.d
     iters = np.asarray(c0.checkpoints() if c0.train else [], dtype=np.int64)
+    radii = None
+    if c0.task == "regpath":  # one "checkpoint" per radius (attnsvm.regpath)
+        from attnsvm.regpath import radii as make_radii
+
+        radii = make_radii(c0.radius_min, c0.radius_max, c0.checkpoint_count)
+        C, iters = len(radii), np.arange(1, len(radii) + 1, dtype=np.int64)
     Ws, sm = np.zeros((S, C, d, d)), np.zeros((S, C, n, T))
     loss, wnorm = np.zeros((S, C)), np.zeros((S, C))
     finite, bad_iter = np.ones(S, bool), -np.ones(S, np.int64)
     dev, train_seconds = "cpu", 0.0
     train_error = ""
-    if c0.train:
+    if c0.train and c0.task == "regpath":
+        try:
+            from attnsvm.regpath import regpath_batch
+
+            inits = [make_init(c) for c in cells]
+            tr, _ = regpath_batch(
+                np.stack([ds.X for ds in datasets]),
+                np.stack([ds.Y for ds in datasets]),
+                np.stack([ds.Z for ds in datasets]),
+                np.stack([ds.v for ds in datasets]),
+                {k: np.stack([ini[k] for ini in inits]) for k in inits[0]},
+                param=c0.param,
+                radii=radii,
+                steps=c0.iterations,
+                lr=c0.lr,
+                dtype=c0.dtype,
+                device=device,
+                **mask_kw,
+            )
+            Ws, sm, loss, wnorm = tr.W, tr.softmax, tr.loss, tr.wnorm
+            finite, bad_iter, dev = tr.finite, tr.nonfinite_iteration, tr.device
+            train_seconds = tr.seconds / S
+        except Exception:  # recorded per cell below, never swallowed
+            train_error = traceback.format_exc(limit=3)
+    elif c0.train:
         try:
             from attnsvm.train import train_batch
 
@@ -113,6 +150,7 @@ def _run_group(cells: list[Cell], device: str) -> list[CellResult]:
                 checkpoints=list(iters),
                 dtype=c0.dtype,
                 device=device,
+                **mask_kw,
             )
             Ws, sm, loss, wnorm = tr.W, tr.softmax, tr.loss, tr.wnorm
             finite, bad_iter, dev = tr.finite, tr.nonfinite_iteration, tr.device
@@ -121,6 +159,7 @@ def _run_group(cells: list[Cell], device: str) -> list[CellResult]:
             train_error = traceback.format_exc(limit=3)
     results = []
     for s, (cell, ds) in enumerate(zip(cells, datasets, strict=True)):
+        opt = _optimal(ds, masks[s])
         res = CellResult(
             cell=cell,
             status="ok",
@@ -131,9 +170,10 @@ def _run_group(cells: list[Cell], device: str) -> list[CellResult]:
             softmax=sm[s],
             loss=loss[s],
             wnorm=wnorm[s],
-            alpha=optimal_tokens(ds),
-            opt=optimal_tokens(ds),
+            alpha=opt.copy(),
+            opt=opt,
             device=dev,
+            mask=masks[s],
         )
         res.timings["train"] = train_seconds
         if train_error:
@@ -143,6 +183,8 @@ def _run_group(cells: list[Cell], device: str) -> list[CellResult]:
             res.message = f"training went non-finite at iteration {int(bad_iter[s])}"
         try:
             _solve_and_measure(res, trained=c0.train and res.status == "ok")
+            if radii is not None:
+                res.curves["radius"] = radii.copy()
         except Exception:
             res.status = "failed"
             res.message = (res.message + "\n" if res.message else "") + traceback.format_exc(
@@ -152,16 +194,29 @@ def _run_group(cells: list[Cell], device: str) -> list[CellResult]:
     return results
 
 
+def _optimal(ds: Dataset, mask: np.ndarray | None) -> np.ndarray:
+    """``opt_i = argmax_t gamma_it`` over the tokens an example (query) attends to."""
+    if mask is None:
+        return optimal_tokens(ds)
+    return np.argmax(SEQ.masked_scores(token_scores(ds), mask), axis=1)
+
+
+def _constraints(ds: Dataset, alpha: np.ndarray, mask: np.ndarray | None):
+    if mask is None:
+        return att_svm_constraints(ds.X, ds.Z, alpha)
+    return SEQ.constraints(ds.X, ds.Z, alpha, mask)  # causal: masked tokens give no rows
+
+
 def _solve_and_measure(res: CellResult, trained: bool) -> None:
     """Fill ``res.svms``, ``res.gen``, scalars and curves (SCIENCE.md sections 4-5)."""
     cell, ds = res.cell, res.data
     t0 = time.perf_counter()
-    gamma = token_scores(ds)
+    gamma = SEQ.masked_scores(token_scores(ds), res.mask)
     if trained:
         res.alpha = M.selected_tokens(res.softmax[-1])
     alpha_is_opt = bool(np.array_equal(res.alpha, res.opt))
-    cons = {"alpha": att_svm_constraints(ds.X, ds.Z, res.alpha)}
-    cons["opt"] = cons["alpha"] if alpha_is_opt else att_svm_constraints(ds.X, ds.Z, res.opt)
+    cons = {"alpha": _constraints(ds, res.alpha, res.mask)}
+    cons["opt"] = cons["alpha"] if alpha_is_opt else _constraints(ds, res.opt, res.mask)
     solvers = {"fro": solve_frobenius, "nuc": solve_nuclear}
     if cell.head != "linear":
         solvers = {"fro": solve_frobenius}  # single-token SVM; Gen-SVM below
@@ -228,6 +283,8 @@ def _solve_and_measure(res: CellResult, trained: bool) -> None:
             correlation=sc["corr_matching"],
             threshold=cell.corr_threshold,
         )
+        if cell.param == "KQ" and cell.m is not None and cell.m < cell.d:
+            _low_rank(res, cons["alpha"])
     else:
         _general_head(res, W_gd)
     res.timings["metrics"] = time.perf_counter() - t1
@@ -254,3 +311,28 @@ def _general_head(res: CellResult, W_gd: np.ndarray) -> None:
     sc["n_relevant"] = float(g.relevant.sum(axis=1).mean())
     sc["ambiguous"] = float(np.any((s_final > 1e-6) & (s_final < cell.relevant_tol)))
     sc["status_mm_gen_feasible"] = float(g.mm_gen.feasible)
+
+
+def _low_rank(res: CellResult, cons) -> None:
+    """Rank-constrained Att-SVM_* for KQ with m < d (attnsvm.lowrank; SCIENCE.md section 4).
+
+    Scalars ``objective_lowrank_alpha`` (its nuclear norm), ``lowrank_gap`` (relative excess
+    over the convex bound ``||W_mm_*||_*``), ``lowrank_certified`` (1: reaches the bound),
+    ``lowrank_agree`` (restarts within 1e-4 of the best), ``rank_lowrank_alpha``,
+    ``corr_lowrank_alpha`` and the curve ``corr_lowrank_alpha``.
+    """
+    from attnsvm.lowrank import solve_rank_constrained
+
+    cell, sc = res.cell, res.scalars
+    t0 = time.perf_counter()
+    nuc, fro = res.svms["nuc_alpha"], res.svms["fro_alpha"]
+    lr = solve_rank_constrained(cons, cell.inner_dim, convex=nuc.W, frobenius=fro.W, seed=cell.seed)
+    res.timings["solve_lowrank"] = time.perf_counter() - t0
+    sc["objective_lowrank_alpha"] = lr.objective
+    sc["lowrank_gap"] = lr.gap
+    sc["lowrank_certified"] = float(lr.status == "certified") if lr.W is not None else np.nan
+    sc["lowrank_agree"] = float(lr.agreeing)
+    sc["rank_lowrank_alpha"] = M.rank(lr.W, cell.rank_tol)
+    curve = M.corr_batch(res.W, lr.W[None]) if lr.W is not None else np.full(len(res.W), np.nan)
+    res.curves["corr_lowrank_alpha"] = curve
+    sc["corr_lowrank_alpha"] = float(curve[-1])

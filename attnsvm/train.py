@@ -88,6 +88,7 @@ def train_batch(
     ridge: float = RIDGE,
     stable: bool = True,
     gradient: str = "analytic",
+    mask: np.ndarray | None = None,
 ) -> TrainResult:
     """Full-batch GD on S independent seeds (SCIENCE.md section 3).
 
@@ -107,7 +108,8 @@ def train_batch(
     on-device, no host sync) and flagged with ``nonfinite_iteration = k``; other seeds are
     unaffected. ``stable=False`` uses the textbook attended token (SCIENCE.md §3, comparisons
     only); ``gradient="autograd"`` differentiates :func:`attnsvm.model.loss_fn` instead of
-    the hand-derived gradient (same numbers to rounding, slower).
+    the hand-derived gradient (same numbers to rounding, slower). ``mask`` (S, n, T) bool
+    restricts each example's attention to its True tokens (causal attention; None: all).
     """
     if param not in PARAMS:
         raise ValueError(f"param must be one of {', '.join(PARAMS)}, got {param!r}")
@@ -139,6 +141,8 @@ def train_batch(
     S, n, T, d = Xt.shape
     C = len(ks)
     kw = {"param": param, "head": head, "lam": float(lam), "ridge": ridge, "stable": stable}
+    if mask is not None:
+        kw["mask"] = torch.as_tensor(np.asarray(mask, dtype=bool)).to(device=dev)
 
     f64 = torch.float64
     W_buf = torch.zeros((S, C, d, d), dtype=f64, device=dev)

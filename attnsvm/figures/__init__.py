@@ -26,6 +26,13 @@ MODULES = {
     "e4": "e4_relu",
     "e5": "e5_lambda",
     "e6": "e6_types",
+    # beyond the paper (SCIENCE.md section 6, issue #7)
+    "phase": "b_phase",
+    "rank_gd": "b_rank_gd",
+    "rank_m": "b_rank_m",
+    "attention": "b_attention",
+    "regpath": "b_regpath",
+    "optimizer": "b_optimizer",
 }
 
 

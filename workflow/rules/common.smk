@@ -25,7 +25,7 @@ RESULTS = PLAN.results
 wildcard_constraints:
     experiment="[A-Za-z0-9_-]+",
     block="[^/]+",
-    figure="e[1-6]",
+    figure="e[1-6]|phase|rank_gd|rank_m|attention|regpath|optimizer",
 
 
 def final_outputs():

@@ -1,0 +1,77 @@
+"""Self, sequence and causal attention: correlation of GD with its matching SVM vs iteration.
+
+One panel per attention kind of the grid (cross, self: z_i = x_i1, sequence: every token a
+query over all tokens, causal: every token a query over tokens up to itself; SCIENCE.md
+section 4). Lines: mean ± std over seeds of corr(W(k), W_mm(alpha)) for W runs and
+corr(K Q^T(k), W_mm_*(alpha)) for KQ runs (alpha: GD's final selection, per query for
+sequence / causal); dashed: the same runs against the SVM of the optimal tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from attnsvm.figures import style
+
+VARIABLES = (
+    "curve_corr_fro_alpha",
+    "curve_corr_nuc_alpha",
+    "curve_corr_fro_opt",
+    "curve_corr_nuc_opt",
+    "alpha_is_opt",
+    "convergence",
+)
+MATCH = {"W": "fro", "KQ": "nuc"}
+TITLES = {
+    "cross": "cross ($z_i$ separate)",
+    "self": "self ($z_i = x_{i1}$)",
+    "sequence": "sequence (all $k$ query all $t$)",
+    "causal": r"causal ($t \leq k$)",
+}
+
+
+def plot(sweep: xr.Dataset, summary: xr.Dataset):
+    kinds = [str(v) for v in style.grid_values(sweep, "attention")] or ["cross"]
+    params = style.params_of(sweep)
+    it = style.iterations_of(sweep)
+    lines = []
+    for a in kinds:
+        for p in params:
+            opt = style.select(style.ok_values(sweep, "alpha_is_opt"), attention=a, param=p)
+            v = np.asarray(opt.values, float).ravel()
+            v = v[np.isfinite(v)]
+            lines.append(f"{a}/{p}: α = opt in {int(v.sum())} of {v.size}")
+    extra = [
+        "solid: corr with the matching SVM of GD's selection α (Frobenius for W, nuclear for "
+        "KQ); dashed: with the SVM of the optimal tokens",
+        "; ".join(lines[: len(lines) // 2]),
+        "; ".join(lines[len(lines) // 2 :]),
+    ]
+    footer = style.footer_text(sweep, extra=extra, unit="point (attention, param)")
+    fig, axes = style.new_figure(
+        1,
+        len(kinds),
+        height=2.5,
+        footer_lines=style.footer_lines(footer),
+        squeeze=False,
+        sharey=True,
+    )
+    for k, (ax, a) in enumerate(zip(axes[0], kinds, strict=True)):
+        for p in params:
+            color = style.PARAM_COLORS.get(p, "0.3")
+            for sel, ls in (("alpha", "-"), ("opt", "--")):
+                name = f"curve_corr_{MATCH[p]}_{sel}"
+                da = style.select(style.ok_values(sweep, name), attention=a, param=p)
+                vals = np.asarray(da.transpose(..., "checkpoint").values).reshape(-1, len(it))
+                label = f"{p} runs" + (r", SVM($\alpha$)" if sel == "alpha" else ", SVM(opt)")
+                style.plot_band(ax, it, vals, color, label=label, linestyle=ls)
+        ax.set_xscale("log")
+        ax.axhline(1.0, color="0.6", lw=0.5)
+        ax.set_xlabel("iteration $k$")
+        style.panel_label(ax, "abcd"[k], TITLES.get(a, a))
+        if k == 0:
+            ax.set_ylabel("corr with matching SVM")
+            style.legend(ax, loc="lower right")
+    style.add_footer(fig, footer)
+    return fig

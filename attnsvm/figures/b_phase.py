@@ -1,0 +1,122 @@
+"""Phase maps over (d, n) or (d, T): SVM feasibility, global convergence, all-support share.
+
+The experiment's grid has ``d`` and one of ``n`` / ``T`` (the other fixed) and ``param``
+(W, KQ). Heatmaps, one cell per grid point, value = share over the ok seeds:
+(a) Att-SVM for the optimal tokens is feasible (``feasible_fro_opt``; the data do not depend
+on param, so W and KQ cells are pooled), (b) W runs converge globally, (c) KQ runs converge
+globally, (d) every non-selected token is a support vector of W_mm(alpha) (``all_support``,
+W runs). The white line marks d = max(T-1, n), above which (SCIENCE.md section 4) every
+selection of data in general position is feasible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from attnsvm import codes
+from attnsvm.figures import style
+
+VARIABLES = ("feasible_fro_opt", "convergence", "all_support")
+
+
+def _share(da: xr.DataArray, x: list, y: list, yaxis: str) -> tuple[np.ndarray, np.ndarray]:
+    """(len(y), len(x)) mean of the finite values and their count over the other dims."""
+    out, cnt = np.full((len(y), len(x)), np.nan), np.zeros((len(y), len(x)), int)
+    for j, yv in enumerate(y):
+        for i, xv in enumerate(x):
+            v = np.asarray(style.select(da, d=xv, **{yaxis: yv}).values, float).ravel()
+            v = v[np.isfinite(v)]
+            cnt[j, i] = v.size
+            if v.size:
+                out[j, i] = v.mean()
+    return out, cnt
+
+
+def _global(sweep: xr.Dataset, param: str) -> xr.DataArray:
+    conv = style.select(style.ok_values(sweep, "convergence"), param=param)
+    typed = conv.where(conv >= 0)
+    return (typed == codes.CONVERGENCE.index("global")).astype(float).where(np.isfinite(typed))
+
+
+def plot(sweep: xr.Dataset, summary: xr.Dataset):
+    yaxis = "n" if "n" in sweep.dims else "T"
+    other = "T" if yaxis == "n" else "n"
+    x = [int(v) for v in style.grid_values(sweep, "d")]
+    y = [int(v) for v in style.grid_values(sweep, yaxis)]
+    fixed_other = style.grid_values(sweep, other)
+    o = int(fixed_other[0]) if fixed_other else (8 if other == "T" else 6)
+    params = style.params_of(sweep)
+    feas = style.ok_values(sweep, "feasible_fro_opt")
+    panels = [("SVM(opt) feasible", feas)]
+    for p in ("W", "KQ"):
+        if p in params:
+            panels.append((f"global share, {p}", _global(sweep, p)))
+    panels.append(
+        (
+            "all-support share, W",
+            style.select(style.ok_values(sweep, "all_support"), param="W")
+            if "W" in params
+            else style.ok_values(sweep, "all_support"),
+        )
+    )
+    stats = [(title, *_share(da, x, y, yaxis)) for title, da in panels]
+    extra = [
+        "cell value: share of the seeds with a defined value (count in small print); "
+        "global: α = opt and corr(W_GD, SVM) ≥ threshold (Frobenius for W, nuclear for KQ); "
+        "all-support: W_mm(α) of the W runs",
+        f"white line: d = max(T-1, n) ({other} = {o} fixed); grey: no data",
+    ]
+    footer = style.footer_text(sweep, band=None, extra=extra, unit=f"point (d, {yaxis}, param)")
+    fig, axes = style.new_figure(
+        1,
+        len(stats),
+        height=2.5,
+        footer_lines=style.footer_lines(footer),
+        squeeze=False,
+        sharey=True,
+    )
+    from matplotlib import colormaps
+
+    cmap = colormaps["viridis"].with_extremes(bad="0.85")
+    image = None
+    for k, (ax, (title, share, cnt)) in enumerate(zip(axes[0], stats, strict=True)):
+        image = ax.imshow(
+            np.ma.masked_invalid(share),
+            origin="lower",
+            aspect="auto",
+            vmin=0,
+            vmax=1,
+            cmap=cmap,
+            interpolation="nearest",
+        )
+        for j in range(len(y)):
+            for i in range(len(x)):
+                if cnt[j, i]:
+                    val = share[j, i]
+                    ax.text(
+                        i,
+                        j,
+                        f"{val:.2f}\n({cnt[j, i]})",
+                        ha="center",
+                        va="center",
+                        fontsize=5,
+                        color="white" if val < 0.6 else "black",
+                    )
+        # d = max(T-1, n) in index coordinates of the (categorical) d axis
+        thr = [max((yv if yaxis == "T" else o) - 1, yv if yaxis == "n" else o) for yv in y]
+        xi = np.interp(thr, x, np.arange(len(x)), left=-0.5, right=len(x) - 0.5)
+        ax.plot(xi, np.arange(len(y)), color="white", lw=1.6, marker="o", ms=2.5)
+        ax.plot(xi, np.arange(len(y)), color="0.15", lw=0.6, ls="--")
+        ax.set_xticks(range(len(x)))
+        ax.set_xticklabels([str(v) for v in x])
+        ax.set_yticks(range(len(y)))
+        ax.set_yticklabels([str(v) for v in y])
+        ax.set_xlabel("$d$")
+        if k == 0:
+            ax.set_ylabel(f"${yaxis}$")
+        style.panel_label(ax, "abcdefgh"[k], title)
+    if image is not None:
+        fig.colorbar(image, ax=axes[0].tolist(), shrink=0.9, label="share")
+    style.add_footer(fig, footer)
+    return fig
