@@ -155,3 +155,30 @@ def test_default_sweep_end_to_end_with_report(tmp_path):
     e2 = xr.open_dataset(wd / "results/e2_local/summary.nc")
     assert float(e2["corr_fro_alpha_mean"].sel(param="W")) >= 0.99
     assert float(e2["corr_nuc_alpha_mean"].sel(param="KQ")) >= 0.99
+
+
+def test_crashed_block_is_counted_not_lost(tmp_path, monkeypatch):
+    """A block whose worker is killed (as by the OOM killer) ends up as failed cells."""
+    from attnsvm.job import FAULT_ENV
+
+    wd = scratch_workflow(tmp_path)
+    cfg = json.loads(json.dumps(TINY))
+    cfg["experiments"]["tiny"]["grid"]["d"] = [3]
+    write_config(wd / "c.yaml", cfg)
+    monkeypatch.setenv(FAULT_ENV, "kill:param=KQ_seeds=2-3")
+    proc = snakemake(wd, "--configfile", "c.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sweep = xr.open_zarr(wd / "results/tiny/sweep.zarr")
+    counts = json.loads(sweep.attrs["status_counts"])
+    assert counts == {"ok": 6, "nonfinite": 0, "failed": 2, "missing": 0}
+    msg = str(sweep["message"].sel(d=3, param="KQ", seed=2).values)
+    assert "worker killed by SIGKILL" in msg
+    summary = xr.open_dataset(wd / "results/tiny/summary.nc")
+    assert int(summary["count_status"].sel(status="failed").sum()) == 2
+    html = (wd / "results/tiny/status.html").read_text()
+    assert "failed: 2" in html
+    assert (wd / "results/tiny/figures/e2.png").stat().st_size > 5_000
+    status = subprocess.run(
+        [sys.executable, "-m", "attnsvm.cli", "status", "--configfile", "c.yaml",
+         "--failed-paths"], cwd=wd, capture_output=True, text=True, timeout=120)
+    assert status.stdout.strip().endswith("param=KQ_seeds=2-3.zarr")
