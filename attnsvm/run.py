@@ -105,53 +105,40 @@ def _run_group(cells: list[Cell], device: str) -> list[CellResult]:
     finite, bad_iter = np.ones(S, bool), -np.ones(S, np.int64)
     dev, train_seconds = "cpu", 0.0
     train_error = ""
-    if c0.train and c0.task == "regpath":
+    if c0.train:
         try:
-            from attnsvm.regpath import regpath_batch
+            from attnsvm.train import stack_batch, train_batch
 
-            inits = [make_init(c) for c in cells]
-            tr, _ = regpath_batch(
-                np.stack([ds.X for ds in datasets]),
-                np.stack([ds.Y for ds in datasets]),
-                np.stack([ds.Z for ds in datasets]),
-                np.stack([ds.v for ds in datasets]),
-                {k: np.stack([ini[k] for ini in inits]) for k in inits[0]},
-                param=c0.param,
-                radii=radii,
-                steps=c0.iterations,
-                lr=c0.lr,
-                dtype=c0.dtype,
-                device=device,
-                **mask_kw,
-            )
-            Ws, sm, loss, wnorm = tr.W, tr.softmax, tr.loss, tr.wnorm
-            finite, bad_iter, dev = tr.finite, tr.nonfinite_iteration, tr.device
-            train_seconds = tr.seconds / S
-        except Exception:  # recorded per cell below, never swallowed
-            train_error = traceback.format_exc(limit=3)
-    elif c0.train:
-        try:
-            from attnsvm.train import train_batch
+            b = stack_batch(datasets, [make_init(c) for c in cells])
+            common = dict(param=c0.param, lr=c0.lr, dtype=c0.dtype, device=device, **mask_kw)
+            if c0.task == "regpath":
+                from attnsvm.regpath import regpath_batch
 
-            inits = [make_init(c) for c in cells]
-            tr = train_batch(
-                np.stack([ds.X for ds in datasets]),
-                np.stack([ds.Y for ds in datasets]),
-                np.stack([ds.Z for ds in datasets]),
-                np.stack([ds.v for ds in datasets]),
-                None if datasets[0].V is None else np.stack([ds.V for ds in datasets]),
-                {k: np.stack([ini[k] for ini in inits]) for k in inits[0]},
-                param=c0.param,
-                head=c0.head,
-                lam=c0.lam,
-                optimizer=c0.optimizer,
-                lr=c0.lr,
-                iterations=c0.iterations,
-                checkpoints=list(iters),
-                dtype=c0.dtype,
-                device=device,
-                **mask_kw,
-            )
+                tr, _ = regpath_batch(
+                    b["X"],
+                    b["Y"],
+                    b["Z"],
+                    b["v"],
+                    b["init"],
+                    radii=radii,
+                    steps=c0.iterations,
+                    **common,
+                )
+            else:
+                tr = train_batch(
+                    b["X"],
+                    b["Y"],
+                    b["Z"],
+                    b["v"],
+                    b["V"],
+                    b["init"],
+                    head=c0.head,
+                    lam=c0.lam,
+                    optimizer=c0.optimizer,
+                    iterations=c0.iterations,
+                    checkpoints=list(iters),
+                    **common,
+                )
             Ws, sm, loss, wnorm = tr.W, tr.softmax, tr.loss, tr.wnorm
             finite, bad_iter, dev = tr.finite, tr.nonfinite_iteration, tr.device
             train_seconds = tr.seconds / S

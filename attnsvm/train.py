@@ -223,8 +223,11 @@ def stack_cells(cells: Sequence[Cell]) -> dict:
             raise ValueError(
                 f"cells must share Cell.shape_key() to train as one batch; seed {c.seed} differs"
             )
-    datasets = [make_dataset(c) for c in cells]
-    inits = [make_init(c) for c in cells]
+    return stack_batch([make_dataset(c) for c in cells], [make_init(c) for c in cells])
+
+
+def stack_batch(datasets: Sequence, inits: Sequence[dict[str, np.ndarray]]) -> dict:
+    """Datasets and initializations stacked on a leading seed axis (keys of train_batch)."""
     V = None if datasets[0].V is None else np.stack([ds.V for ds in datasets])
     return {
         "X": np.stack([ds.X for ds in datasets]),
