@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cell_options(rc)
     rc.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     rc.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    cc = sub.add_parser("check-config", help="validate a sweep config file without running it")
+    cc.add_argument("configfile", help="YAML config, e.g. config/paper.yaml")
     st = sub.add_parser("status", help="progress of sweeps under a results directory")
     st.add_argument(
         "path",
@@ -62,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run-cell":
         return _run_cell(args)
+    if args.command == "check-config":
+        return _check_config(args.configfile)
     if args.command == "status":
         from attnsvm.grid import ConfigError
         from attnsvm.status import print_status
@@ -77,6 +81,40 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"attnsvm status: error: {err}", file=sys.stderr)
             return 2
     return 2
+
+
+def _check_config(path: str) -> int:
+    """Parse and validate a config file; name the file, line and key of the first problem."""
+    import yaml
+
+    from attnsvm.grid import ConfigError
+    from attnsvm.workflow_plan import Plan
+
+    try:
+        with open(path) as fh:
+            raw = yaml.safe_load(fh)
+    except OSError as err:
+        print(f"attnsvm: error: cannot read {path}: {err.strerror}", file=sys.stderr)
+        return 2
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err)
+        print(f"attnsvm: error: {path} is not valid YAML{where}: {problem}", file=sys.stderr)
+        return 2
+    try:
+        plan = Plan.from_config(raw)
+    except ConfigError as err:
+        print(f"attnsvm: error: {path}: {err}", file=sys.stderr)
+        return 2
+    for name, exp in plan.experiments.items():
+        print(
+            f"{name}: {exp.n_cells} cells in {len(plan.blocks(name))} blocks, "
+            f"figures {', '.join(exp.figures) or '-'}"
+        )
+    for warning in plan.cost_warnings(local=True, cores=None):
+        print(f"attnsvm: warning: {warning}", file=sys.stderr)
+    return 0
 
 
 def _run_cell(args: argparse.Namespace) -> int:

@@ -51,6 +51,16 @@ def test_malformed_yaml_is_reported(tmp_path):
     assert proc.returncode != 0
     assert "Config file is not valid JSON or YAML" in proc.stderr + proc.stdout
     assert not (wd / "results").exists()
+    # Snakemake does not say where; attnsvm check-config names the file and the line
+    check = subprocess.run(
+        [sys.executable, "-m", "attnsvm.cli", "check-config", "broken.yaml"],
+        cwd=wd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert check.returncode == 2
+    assert "broken.yaml is not valid YAML at line 3" in check.stderr
 
 
 def test_extend_sweep_computes_only_new_blocks(tmp_path):
@@ -179,6 +189,10 @@ def test_crashed_block_is_counted_not_lost(tmp_path, monkeypatch):
     assert "failed: 2" in html
     assert (wd / "results/tiny/figures/e2.png").stat().st_size > 5_000
     status = subprocess.run(
-        [sys.executable, "-m", "attnsvm.cli", "status", "--configfile", "c.yaml",
-         "--failed-paths"], cwd=wd, capture_output=True, text=True, timeout=120)
+        [sys.executable, "-m", "attnsvm.cli", "status", "--configfile", "c.yaml", "--failed-paths"],
+        cwd=wd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert status.stdout.strip().endswith("param=KQ_seeds=2-3.zarr")
