@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -235,6 +236,9 @@ def seeds_text(sweep: xr.Dataset, unit: str = "point") -> str:
     return f"{s} seed{'s' if s != 1 else ''} per {unit}"
 
 
+FOOTER_WIDTH = 160  # characters per footer line
+
+
 def footer_text(
     sweep: xr.Dataset, band: str | None = "mean ± std", extra: Iterable[str] = (), unit="point"
 ) -> str:
@@ -245,7 +249,8 @@ def footer_text(
     first.append("only ok cells enter the statistics")
     lines = ["; ".join(first)]
     lines += [e for e in extra if e]
-    return "\n".join(lines)
+    # long lines would run off the figure's right edge
+    return "\n".join(part for line in lines for part in textwrap.wrap(line, FOOTER_WIDTH))
 
 
 def add_footer(fig, text: str) -> None:
