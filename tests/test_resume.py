@@ -7,7 +7,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,7 +18,13 @@ import xarray as xr
 from attnsvm.block_store import open_block
 from attnsvm.collect import block_paths_in
 from attnsvm.grid import parse_config
-from tests.workflow_helpers import executed_jobs, scratch_workflow, snakemake, write_config
+from tests.workflow_helpers import (
+    executed_jobs,
+    scratch_workflow,
+    snakemake,
+    snakemake_command,
+    write_config,
+)
 
 CONFIG = {
     "experiments": {
@@ -89,17 +94,7 @@ def test_kill_and_resume(tmp_path, reference, moment):
     wd = scratch_workflow(tmp_path)
     write_config(wd / "c.yaml", CONFIG)
     delay = random.Random(1000 + moment).uniform(0.15, 0.85) * duration
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--workflow-profile",
-        "workflow/profiles/default",
-        "--cores",
-        "2",
-        "--configfile",
-        "c.yaml",
-    ]
+    cmd = snakemake_command("--configfile", "c.yaml")
     proc = subprocess.Popen(
         cmd, cwd=wd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )

@@ -25,9 +25,9 @@ def write_config(path: Path, config: dict) -> Path:
     return path
 
 
-def snakemake(workdir: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
-    """Run snakemake in ``workdir`` with the default profile; returns the completed process."""
-    cmd = [
+def snakemake_command(*args: str) -> list[str]:
+    """The snakemake command line with the default profile on 2 cores."""
+    return [
         sys.executable,
         "-m",
         "snakemake",
@@ -37,7 +37,13 @@ def snakemake(workdir: Path, *args: str, timeout: int = 1200) -> subprocess.Comp
         "2",
         *args,
     ]
-    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout)
+
+
+def snakemake(workdir: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
+    """Run snakemake in ``workdir`` with the default profile; returns the completed process."""
+    return subprocess.run(
+        snakemake_command(*args), cwd=workdir, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def executed_jobs(proc: subprocess.CompletedProcess, rule: str) -> int:
