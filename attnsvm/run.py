@@ -107,10 +107,9 @@ def _run_group(cells: list[Cell], device: str) -> list[CellResult]:
     train_error = ""
     if c0.train:
         try:
-            from attnsvm.train import stack_batch, train_batch
+            from attnsvm.train import stack_batch, train_stacked
 
             b = stack_batch(datasets, [make_init(c) for c in cells])
-            common = dict(param=c0.param, lr=c0.lr, dtype=c0.dtype, device=device, **mask_kw)
             if c0.task == "regpath":
                 from attnsvm.regpath import regpath_batch
 
@@ -120,25 +119,16 @@ def _run_group(cells: list[Cell], device: str) -> list[CellResult]:
                     b["Z"],
                     b["v"],
                     b["init"],
+                    param=c0.param,
                     radii=radii,
                     steps=c0.iterations,
-                    **common,
+                    lr=c0.lr,
+                    dtype=c0.dtype,
+                    device=device,
+                    **mask_kw,
                 )
             else:
-                tr = train_batch(
-                    b["X"],
-                    b["Y"],
-                    b["Z"],
-                    b["v"],
-                    b["V"],
-                    b["init"],
-                    head=c0.head,
-                    lam=c0.lam,
-                    optimizer=c0.optimizer,
-                    iterations=c0.iterations,
-                    checkpoints=list(iters),
-                    **common,
-                )
+                tr = train_stacked(b, c0, device=device, **mask_kw)
             Ws, sm, loss, wnorm = tr.W, tr.softmax, tr.loss, tr.wnorm
             finite, bad_iter, dev = tr.finite, tr.nonfinite_iteration, tr.device
             train_seconds = tr.seconds / S

@@ -241,22 +241,26 @@ def stack_batch(datasets: Sequence, inits: Sequence[dict[str, np.ndarray]]) -> d
 
 def train_cells(cells: Sequence[Cell], device: str = "auto") -> TrainResult:
     """Train cells that share :meth:`Cell.shape_key` as one batch (seed order preserved)."""
-    b = stack_cells(cells)
-    c0 = cells[0]
+    return train_stacked(stack_cells(cells), cells[0], device=device)
+
+
+def train_stacked(batch: dict, cell: Cell, device: str = "auto", **extra) -> TrainResult:
+    """:func:`train_batch` on a :func:`stack_batch` batch with ``cell``'s training settings."""
     return train_batch(
-        b["X"],
-        b["Y"],
-        b["Z"],
-        b["v"],
-        b["V"],
-        b["init"],
-        param=c0.param,
-        head=c0.head,
-        lam=c0.lam,
-        optimizer=c0.optimizer,
-        lr=c0.lr,
-        iterations=c0.iterations,
-        checkpoints=c0.checkpoints(),
-        dtype=c0.dtype,
+        batch["X"],
+        batch["Y"],
+        batch["Z"],
+        batch["v"],
+        batch["V"],
+        batch["init"],
+        param=cell.param,
+        head=cell.head,
+        lam=cell.lam,
+        optimizer=cell.optimizer,
+        lr=cell.lr,
+        iterations=cell.iterations,
+        checkpoints=cell.checkpoints(),
+        dtype=cell.dtype,
         device=device,
+        **extra,
     )
