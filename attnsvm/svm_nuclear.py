@@ -42,7 +42,11 @@ from attnsvm.svm_frobenius import (
     solve_frobenius,
     violation,
 )
+from attnsvm.svm_nuclear_ipm import solve_dual_barrier
 
+#: reduced size ``r_l + r_r`` up to which the dual barrier method (attnsvm.svm_nuclear_ipm) is
+#: tried first: its dense N x N Newton systems are cheap there
+BARRIER_MAX_SIZE = 60
 #: reduced SDP size ``r_l + r_r`` up to which Clarabel (interior point, exact, slow) is used
 CLARABEL_MAX_SIZE = 30
 SCS_OPTIONS = dict(eps_abs=1e-8, eps_rel=1e-8, max_iters=200_000, acceleration_lookback=10)
@@ -287,6 +291,19 @@ def _solve_direct(prob: _Direct, solver: str) -> tuple[str, np.ndarray | None, n
     )
 
 
+def _solve_barrier(prob: _Direct) -> tuple[str, np.ndarray | None, np.ndarray | None]:
+    """The dual barrier method of :mod:`attnsvm.svm_nuclear_ipm` on the reduced rows.
+
+    Its status is never "optimal" by itself: the caller accepts its answer only through the
+    certified duality gap (``GAP_TOL``).
+    """
+    cons = prob.cons
+    res = solve_dual_barrier(prob.a, cons.right @ prob.U_r, cons.rhs)
+    if res is None:
+        return "breakdown", None, None
+    return "certificate", prob.U_l @ res.M @ prob.U_r.T, res.lam
+
+
 def _try_direct(cons: Constraints, t0: float) -> SVMResult | None:
     """The direct conic path (module docstring); None when it does not apply or fails."""
     if cons.equality.any():
@@ -308,16 +325,22 @@ def _try_direct(cons: Constraints, t0: float) -> SVMResult | None:
         messages.append("feasibility certified by structure")
     size = sum(prob.shape)
     order = ["clarabel", "scs"] if size <= CLARABEL_MAX_SIZE else ["scs", "clarabel"]
+    if size <= BARRIER_MAX_SIZE and np.all(cons.rhs > 0):
+        order.insert(0, "barrier")
     for solver in order:
         try:
-            status, x, lam = _solve_direct(prob, solver)
+            if solver == "barrier":
+                status, W, lam = _solve_barrier(prob)
+            else:
+                status, x, lam = _solve_direct(prob, solver)
+                W = None if x is None or not np.all(np.isfinite(x)) else prob.lift(x)
         except Exception as exc:  # noqa: BLE001 - any failure: next solver, then cvxpy route
             messages.append(f"direct {solver} raised {type(exc).__name__}: {exc}")
             continue
-        if x is None or not np.all(np.isfinite(x)):
+        if W is None:
             messages.append(f"direct {solver} status {status}")
             continue
-        W = _rescale(cons, prob.lift(x))
+        W = _rescale(cons, W)
         viol = violation(cons, W)
         gap = prob.gap(W, lam)
         ok = viol <= VERIFY_TOL and (status == "optimal" or gap <= GAP_TOL)

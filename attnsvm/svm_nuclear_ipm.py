@@ -1,0 +1,272 @@
+"""Dual barrier interior-point method for small nuclear-norm Att-SVMs (SCIENCE.md section 4).
+
+The reduced Att-SVM_* is ``min ||M||_* s.t. a_k^T M b_k >= c_k`` (every ``c_k > 0``), with M
+``p x q``. Its dual (the one :func:`attnsvm.svm_nuclear.duality_gap` certifies with) is
+
+    max c^T lam  s.t.  lam >= 0,  ||G(lam)||_2 <= 1,   G(lam) = sum_k lam_k a_k b_k^T,
+
+and ``||G||_2 <= 1`` is the LMI ``[[I, G], [G^T, I]] >= 0`` whose log-determinant is
+``log det(I - G^T G)``. The barrier method minimizes
+
+    phi_t(lam) = -t c^T lam - sum_k log lam_k - log det(I - G^T G)
+
+for growing t (times ``T_FACTOR`` after each centering) by Newton steps with a backtracking
+line search that never leaves the domain. At a central point ``t c_k + 1 / lam_k =
+2 a_k^T G S b_k`` with ``S = (I - G^T G)^{-1}``, so ``M = (2 / t) G S`` meets every row with
+slack ``1 / (t lam_k)`` and ``[[(2/t)(I + G S G^T), M], [M^T, (2/t) S]] >= 0``: a primal point
+whose duality gap is about ``(N + p + q) / t``. That point loses accuracy as t grows (S is
+ill-conditioned), so :func:`polish` rebuilds the primal from the optimality conditions (tight
+singular subspace of G, active rows). Nothing here is trusted: every answer carries the
+certified gap of ``||M||_*`` to the dual bound ``c^T lam / ||G(lam)||_2``, and the caller
+accepts it only below ``attnsvm.svm_nuclear.GAP_TOL``.
+
+Why: at the sizes of the paper's experiments (N ~ 40 rows, p + q ~ 16) one Newton step is a
+few dense 40 x 40 operations, and ~55 of them cost ~5 ms, while a general conic
+solver spends ~1.5 ms per iteration on a 136 x 136 dense PSD block (bench/BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import lapack
+
+#: factor by which t grows after each centering
+T_FACTOR = 30.0
+#: Newton decrement below which a point counts as centered
+CENTERED = 0.25
+#: sufficient decrease of the line search, as a fraction of the Newton decrement squared
+ARMIJO = 0.1
+#: Newton decrement of the last centering, whose point gives the returned primal
+FINAL_CENTERED = 1e-3
+#: relative duality-gap estimate ``(N + p + q) / (t c^T lam)`` at which the path stops
+TARGET_GAP = 1e-9
+#: ``1 - sigma_i(G)`` up to which a singular direction of G counts as tight (polish)
+TIGHT_SIGMA = 1e-4
+#: multipliers at least this fraction of the largest count as active rows (polish)
+ACTIVE_LAM = 1e-6
+
+
+@dataclass
+class DualBarrierResult:
+    """Primal ``M`` (p x q), dual ``lam`` (N,), certified relative gap, Newton steps taken."""
+
+    M: np.ndarray
+    lam: np.ndarray
+    gap: float
+    newton_steps: int
+    polished: bool = False
+
+
+def _cholesky(K: np.ndarray) -> np.ndarray | None:
+    """Lower Cholesky factor, or None when K is not numerically positive definite.
+
+    LAPACK's potrf directly: numpy's wrapper costs 5x more at these sizes, and this runs a
+    few times per Newton step.
+    """
+    L, info = lapack.dpotrf(K, lower=1)
+    return L if info == 0 else None
+
+
+def _inside(A: np.ndarray, B: np.ndarray, lam: np.ndarray) -> bool:
+    """``lam > 0`` and ``||G(lam)||_2 < 1`` (the barrier's domain)."""
+    if not np.all(lam > 0):
+        return False
+    G = A.T @ (lam[:, None] * B)
+    return _cholesky(np.eye(G.shape[1]) - G.T @ G) is not None
+
+
+def _phi(A, B, c, lam, t) -> float:
+    """``phi_t(lam)``, or inf outside the domain."""
+    if not np.all(lam > 0):
+        return float("inf")
+    G = A.T @ (lam[:, None] * B)
+    L = _cholesky(np.eye(G.shape[1]) - G.T @ G)
+    if L is None:
+        return float("inf")
+    return float(-t * (c @ lam) - np.log(lam).sum() - 2.0 * np.log(np.diagonal(L)).sum())
+
+
+def certified_gap(A, B, c, M, lam) -> float:
+    """Relative gap ``(||M||_* - c^T lam / ||G(lam)||_2) / ||M||_*`` (weak duality)."""
+    lam = np.maximum(lam, 0.0)
+    spec = float(np.linalg.norm(A.T @ (lam[:, None] * B), 2))
+    upper = float(np.linalg.svd(M, compute_uv=False).sum())
+    if spec <= 0 or upper <= 0:
+        return float("inf")
+    return (upper - float(c @ lam) / spec) / upper
+
+
+def _primal(A, B, c, G, S, t) -> np.ndarray:
+    """``M = (2/t) G S``, scaled up so every row holds (``c > 0``: scaling keeps the rows)."""
+    M = (2.0 / t) * (G @ S)
+    ratio = float(np.min(np.einsum("kp,pq,kq->k", A, M, B) / c))
+    return M / ratio if 0 < ratio < 1 else M
+
+
+def _tight_subspace(G: np.ndarray):
+    """Singular vectors of G split into tight (``1 - sigma <= TIGHT_SIGMA``) and the rest."""
+    U, sig, Vt = np.linalg.svd(G)
+    r = int(np.sum(1.0 - sig <= TIGHT_SIGMA))
+    return U, Vt.T, r
+
+
+def polish(A, B, c, lam, G) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Primal and dual from the optimality conditions (SCIENCE.md section 4, Att-SVM_*).
+
+    ``G(lam) in d||M||_*`` means ``M = U_1 K V_1^T`` with ``K >= 0``, where ``U_1, V_1`` are the
+    singular vectors of G whose singular value is 1, every row with ``lam_k > 0`` holds with
+    equality, and ``G = U_1 V_1^T + (a part orthogonal to U_1 and V_1 of norm < 1)``. Given
+    the tight subspace and the active rows from the barrier, K and the active multipliers
+    solve small linear systems, free of the barrier's ill-conditioning at large t. Returns
+    ``(M or None, lam or None)``: None where a system does not pin its unknowns down or K is
+    not PSD. The caller certifies whatever is returned.
+    """
+    U, V, r = _tight_subspace(G)
+    if r == 0:
+        return None, None
+    active = lam >= ACTIVE_LAM * lam.max()
+    ua, vb = A[active] @ U, B[active] @ V  # (n_a, p), (n_a, q)
+    return _polish_primal(A, B, c, active, ua[:, :r], vb[:, :r], U[:, :r], V[:, :r]), (
+        _polish_dual(lam, active, ua, vb, r)
+    )
+
+
+def _polish_primal(A, B, c, active, a, b, U1, V1) -> np.ndarray | None:
+    r = U1.shape[1]
+    iu = np.triu_indices(r)
+    # a^T K b with K symmetric, over the upper triangle (off-diagonals appear twice)
+    coef = a[:, iu[0]] * b[:, iu[1]] + np.where(iu[0] != iu[1], a[:, iu[1]] * b[:, iu[0]], 0.0)
+    if coef.shape[0] < coef.shape[1]:
+        return None
+    sol, _, rank_, _ = np.linalg.lstsq(coef, c[active], rcond=None)
+    if rank_ < coef.shape[1]:
+        return None
+    K = np.zeros((r, r))
+    K[iu] = sol
+    K = K + np.triu(K, 1).T
+    w, Q = np.linalg.eigh(K)
+    if w.min() < -1e-9 * max(w.max(), 0.0):
+        return None
+    M = U1 @ ((Q * np.maximum(w, 0.0)) @ Q.T) @ V1.T
+    ratio = float(np.min(np.einsum("kp,pq,kq->k", A, M, B) / c))
+    if ratio <= 0:
+        return None
+    return M / ratio if ratio < 1 else M
+
+
+def _polish_dual(lam, active, ua, vb, r) -> np.ndarray | None:
+    """Active multipliers with ``U^T G V = [[I_r, 0], [0, *]]`` (least squares)."""
+    p, q = ua.shape[1], vb.shape[1]
+    rows, cols = np.nonzero((np.arange(p)[:, None] < r) | (np.arange(q)[None, :] < r))
+    coef = (ua[:, rows] * vb[:, cols]).T  # (equations, n_a)
+    rhs = ((rows == cols) & (rows < r)).astype(np.float64)
+    sol = np.linalg.lstsq(coef, rhs, rcond=None)[0]
+    if not np.all(np.isfinite(sol)):
+        return None
+    out = np.zeros_like(lam)
+    out[active] = np.maximum(sol, 0.0)
+    return out
+
+
+def solve_dual_barrier(
+    A: np.ndarray,
+    B: np.ndarray,
+    c: np.ndarray,
+    *,
+    target_gap: float = TARGET_GAP,
+    max_steps: int = 300,
+) -> DualBarrierResult | None:
+    """Att-SVM_* on reduced rows ``a_k`` (rows of A, N x p) and ``b_k`` (rows of B, N x q).
+
+    Follows the central path until its gap estimate ``(N + p + q) / t`` is ``target_gap``
+    relative, then returns the better certified of the central primal and the
+    complementary-slackness primal of :func:`polish`. None when the method breaks down (a
+    singular Newton system, no progress, ``max_steps`` reached): the caller then uses a
+    general conic solver. Requires ``c > 0`` and a feasible primal (otherwise the dual is
+    unbounded and the method reports None).
+    """
+    A, B, c = (np.asarray(x, dtype=np.float64) for x in (A, B, c))
+    N = c.size
+    if N == 0 or np.any(c <= 0):
+        return None
+    swap = B.shape[1] > A.shape[1]
+    if swap:  # keep the Schur complement on the smaller side q
+        A, B = B, A
+    p, q = A.shape[1], B.shape[1]
+    I_q = np.eye(q)
+    AAt = A @ A.T
+    s1 = float(np.linalg.norm(A.T @ B, 2))
+    if s1 <= 0:
+        return None
+    lam = np.full(N, 0.5 / s1)
+    theta = N + p + q
+    t = theta / float(c @ lam)
+    steps = 0
+    phi_last, phi_t = float("inf"), -1.0  # phi_t(lam) of the current lam, and its t
+    while steps < max_steps:
+        G = A.T @ (lam[:, None] * B)
+        L = _cholesky(I_q - G.T @ G)
+        if L is None:
+            return None
+        S = lapack.dpotrs(L, I_q, lower=1)[0]
+        AG = A @ G  # (N, q)
+        BS = B @ S  # (N, q)
+        E = BS @ AG.T  # E_kl = b_k^T S G^T a_l
+        g = -t * c - 1.0 / lam + 2.0 * np.diagonal(E)
+        H = 2.0 * (E * E.T + (BS @ B.T) * (AAt + (AG @ S) @ AG.T))
+        # Jacobi scaling by lam: the scaled Hessian is I + diag(lam) H diag(lam)
+        Hs = lam[:, None] * H * lam[None, :]
+        Hs[np.diag_indices(N)] += 1.0
+        gs = lam * g
+        y = _solve(Hs, -gs)
+        if y is None:
+            return None
+        delta = float(np.sqrt(max(-(gs @ y), 0.0)))
+        steps += 1
+        done = theta / (t * float(c @ lam)) <= target_gap
+        if done and delta <= FINAL_CENTERED:
+            return _result(A, B, c, lam, G, S, t, steps, swap)
+        # backtracking line search on phi_t from the full Newton step
+        phi0 = _phi(A, B, c, lam, t) if phi_t != t else phi_last
+        alpha = 1.0
+        while True:
+            new = lam * (1.0 + alpha * y)
+            phi = _phi(A, B, c, new, t)
+            if phi <= phi0 - ARMIJO * alpha * delta * delta:
+                break
+            alpha *= 0.5
+            if alpha < 1e-10:
+                if delta <= CENTERED and np.isfinite(phi):  # rounding noise in phi near
+                    break  # the centre: the Newton step itself is trusted
+                return None
+        lam, phi_last, phi_t = new, phi, t
+        if delta <= CENTERED and not done:
+            t = min(t * T_FACTOR, theta / (target_gap * float(c @ lam)))
+    return None
+
+
+def _result(A, B, c, lam, G, S, t, steps, swap) -> DualBarrierResult:
+    """The best certified pair among the central and the polished primals and duals."""
+    M_pol, lam_pol = polish(A, B, c, lam, G)
+    primals = [_primal(A, B, c, G, S, t)] + ([M_pol] if M_pol is not None else [])
+    duals = [lam] + ([lam_pol] if lam_pol is not None else [])
+    gap, i, j = min(
+        (certified_gap(A, B, c, M, y), i, j)
+        for i, M in enumerate(primals)
+        for j, y in enumerate(duals)
+    )
+    M = primals[i]
+    return DualBarrierResult(M.T if swap else M, duals[j], gap, steps, polished=i + j > 0)
+
+
+def _solve(Hs: np.ndarray, r: np.ndarray) -> np.ndarray | None:
+    """``Hs^{-1} r`` by Cholesky, or by least squares when Hs is not numerically PD."""
+    Lh = _cholesky(Hs)
+    if Lh is not None:
+        return lapack.dpotrs(Lh, r, lower=1)[0]
+    try:
+        return np.linalg.lstsq(Hs, r, rcond=None)[0]
+    except np.linalg.LinAlgError:
+        return None

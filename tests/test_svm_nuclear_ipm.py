@@ -1,0 +1,79 @@
+"""The dual barrier method for small Att-SVM_* (attnsvm.svm_nuclear_ipm) against Clarabel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import attnsvm.svm_nuclear as svm_nuclear
+from attnsvm.cell import Cell
+from attnsvm.constraints import att_svm_constraints
+from attnsvm.data import make_dataset, optimal_tokens
+from attnsvm.metrics import rank
+from attnsvm.svm import solve_frobenius, solve_nuclear
+from attnsvm.svm_frobenius import BASIS_TOL, orthonormal_basis
+from attnsvm.svm_nuclear_ipm import certified_gap, solve_dual_barrier
+
+
+def instances(count: int, seed: int):
+    """Feasible Att-SVM rows at the paper's small sizes, opt or random selections."""
+    rng = np.random.default_rng(seed)
+    shapes = [(6, 8, 10), (5, 5, 5), (10, 5, 15), (5, 10, 20), (3, 4, 8), (15, 5, 20)]
+    out = []
+    for k in range(count):
+        n, T, d = shapes[k % len(shapes)]
+        ds = make_dataset(Cell(n=n, T=T, d=d, seed=int(rng.integers(0, 10_000))))
+        alpha = optimal_tokens(ds) if k % 2 == 0 else rng.integers(0, T, size=n)
+        cons = att_svm_constraints(ds.X, ds.Z, alpha)
+        if solve_frobenius(cons).feasible:
+            out.append(cons)
+    return out
+
+
+def test_barrier_agrees_with_clarabel(monkeypatch):
+    cases = instances(60, seed=5)
+    assert len(cases) >= 50
+    fast = [solve_nuclear(c) for c in cases]
+    monkeypatch.setattr(svm_nuclear, "BARRIER_MAX_SIZE", 0)  # the conic path as reference
+    ref = [solve_nuclear(c) for c in cases]
+    used = 0
+    for cons, f, r in zip(cases, fast, ref, strict=True):
+        assert f.status == r.status == "optimal", (f.message, r.message)
+        assert r.solver != "direct-barrier"
+        used += f.solver == "direct-barrier"
+        assert abs(f.objective - r.objective) <= 1e-7 * r.objective
+        assert rank(f.W, 1e-6) == rank(r.W, 1e-6)
+        assert cons.values(f.W).min() >= 1 - 1e-6
+    assert used >= 0.9 * len(cases)  # the fast path, not a silent fallback
+
+
+def test_barrier_certificate_is_a_true_bound():
+    cons = instances(1, seed=2)[0]
+    U_l, U_r = orthonormal_basis(cons.left), orthonormal_basis(cons.right, BASIS_TOL)
+    A, B = cons.left @ U_l, cons.right @ U_r
+    res = solve_dual_barrier(A, B, cons.rhs)
+    assert res is not None and res.gap <= 1e-7
+    assert res.gap == pytest.approx(certified_gap(A, B, cons.rhs, res.M, res.lam))
+    # the dual bound lies below the objective of any feasible point, e.g. the Frobenius W_mm
+    frob = solve_frobenius(cons)
+    M_fro = U_l.T @ frob.W @ U_r
+    lower = cons.rhs @ res.lam / np.linalg.norm(A.T @ (res.lam[:, None] * B), 2)
+    assert lower <= np.linalg.svd(M_fro, compute_uv=False).sum()
+    assert np.all(res.lam >= 0)
+
+
+def test_barrier_declines_what_it_cannot_solve():
+    A, B = np.ones((2, 2)), np.ones((2, 2))
+    assert solve_dual_barrier(A, B, np.array([1.0, 0.0])) is None  # rhs must be > 0
+    assert solve_dual_barrier(A, B, np.zeros(0)) is None
+
+
+def test_breakdown_falls_back_to_clarabel(monkeypatch):
+    cons = instances(1, seed=3)[0]
+    ref = solve_nuclear(cons)
+    assert ref.solver == "direct-barrier"
+    monkeypatch.setattr(svm_nuclear, "solve_dual_barrier", lambda *a, **k: None)
+    res = solve_nuclear(cons)
+    assert res.solver == "direct-clarabel" and res.status == "optimal"
+    assert "direct barrier status breakdown" in res.message
+    assert res.objective == pytest.approx(ref.objective, rel=1e-7)
