@@ -7,6 +7,7 @@ is recorded in that cell's result (status and message); it never stops the other
 
 from __future__ import annotations
 
+import hashlib
 import time
 import traceback
 from collections.abc import Sequence
@@ -73,17 +74,45 @@ def group_by_shape(cells: Sequence[Cell]) -> list[list[int]]:
 def run_cells(cells: Sequence[Cell], device: str = "auto") -> list[CellResult]:
     """Train every cell (batched by shape on ``device``), solve its SVMs, compute its metrics.
 
-    Returns one :class:`CellResult` per input cell, in input order.
+    Returns one :class:`CellResult` per input cell, in input order. An SVM is solved once per
+    distinct constraint set among the cells (:class:`SolveCache`): the W and KQ runs of one
+    seed share their data, and often their selected tokens.
     """
     out: list[CellResult | None] = [None] * len(cells)
+    cache = SolveCache()
     for idx in group_by_shape(cells):
         group = [cells[i] for i in idx]
-        for i, res in zip(idx, _run_group(group, device), strict=True):
+        for i, res in zip(idx, _run_group(group, device, cache), strict=True):
             out[i] = res
     return out  # type: ignore[return-value]
 
 
-def _run_group(cells: list[Cell], device: str) -> list[CellResult]:
+class SolveCache:
+    """SVM solutions keyed by solver and the exact bytes of the constraint rows.
+
+    Two cells with equal rows get the same :class:`SVMResult` object (solutions are never
+    modified after solving), so the second costs a dictionary lookup.
+    """
+
+    def __init__(self) -> None:
+        self._store: dict[tuple, SVMResult] = {}
+        self.hits = 0
+
+    def solve(self, solver, cons) -> SVMResult:
+        """``solver(cons)``, or the stored answer for identical rows."""
+        h = hashlib.sha256()
+        for a in (cons.left, cons.right, cons.rhs, cons.equality):
+            h.update(np.ascontiguousarray(a).tobytes())
+            h.update(str(a.shape).encode())
+        key = (solver.__module__, solver.__qualname__, h.hexdigest())
+        if key in self._store:
+            self.hits += 1
+            return self._store[key]
+        res = self._store[key] = solver(cons)
+        return res
+
+
+def _run_group(cells: list[Cell], device: str, cache: SolveCache) -> list[CellResult]:
     c0 = cells[0]
     datasets = [make_dataset(c) for c in cells]
     masks: list[np.ndarray | None] = [None] * len(cells)
@@ -159,7 +188,7 @@ def _run_group(cells: list[Cell], device: str) -> list[CellResult]:
             res.status = "nonfinite"
             res.message = f"training went non-finite at iteration {int(bad_iter[s])}"
         try:
-            _solve_and_measure(res, trained=c0.train and res.status == "ok")
+            _solve_and_measure(res, trained=c0.train and res.status == "ok", cache=cache)
             if radii is not None:
                 res.curves["radius"] = radii.copy()
         except Exception:
@@ -184,9 +213,10 @@ def _constraints(ds: Dataset, alpha: np.ndarray, mask: np.ndarray | None):
     return SEQ.constraints(ds.X, ds.Z, alpha, mask)  # causal: masked tokens give no rows
 
 
-def _solve_and_measure(res: CellResult, trained: bool) -> None:
+def _solve_and_measure(res: CellResult, trained: bool, cache: SolveCache | None = None) -> None:
     """Fill ``res.svms``, ``res.gen``, scalars and curves (SCIENCE.md sections 4-5)."""
     cell, ds = res.cell, res.data
+    cache = SolveCache() if cache is None else cache
     t0 = time.perf_counter()
     gamma = SEQ.masked_scores(token_scores(ds), res.mask)
     if trained:
@@ -201,7 +231,9 @@ def _solve_and_measure(res: CellResult, trained: bool) -> None:
         for norm, solve in solvers.items():
             key = f"{norm}_{sel}"
             other = f"{norm}_alpha"
-            res.svms[key] = res.svms[other] if sel == "opt" and alpha_is_opt else solve(con)
+            res.svms[key] = (
+                res.svms[other] if sel == "opt" and alpha_is_opt else cache.solve(solve, con)
+            )
     res.timings["solve"] = time.perf_counter() - t0
 
     sc = res.scalars

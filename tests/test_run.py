@@ -23,6 +23,35 @@ def test_results_in_input_order_and_batched_equal_alone():
     assert alone.scalars == pytest.approx(res[3].scalars, nan_ok=True)
 
 
+def test_identical_constraint_sets_are_solved_once(monkeypatch):
+    import attnsvm.run as run_mod
+
+    calls = {"fro": 0, "nuc": 0}
+    real_fro, real_nuc = run_mod.solve_frobenius, run_mod.solve_nuclear
+
+    def fro(cons):
+        calls["fro"] += 1
+        return real_fro(cons)
+
+    def nuc(cons):
+        calls["nuc"] += 1
+        return real_nuc(cons)
+
+    # W and KQ runs of one seed share data: their opt rows (and often alpha rows) are equal
+    cells = [Cell(seed=s, param=p, **SMALL) for s in (0, 1) for p in ("W", "KQ")]
+    alone = [run_cells([c], device="cpu")[0] for c in cells]
+    monkeypatch.setattr(run_mod, "solve_frobenius", fro)
+    monkeypatch.setattr(run_mod, "solve_nuclear", nuc)
+    res = run_cells(cells, device="cpu")
+    distinct = {(r.cell.seed, tuple(sel)) for r in res for sel in (r.alpha, r.opt)}
+    assert calls["fro"] == calls["nuc"] == len(distinct) < 2 * len(cells)
+    assert res[0].svms["fro_opt"] is res[1].svms["fro_opt"]
+    for r, a in zip(res, alone, strict=True):
+        for key, svm in a.svms.items():
+            np.testing.assert_array_equal(r.svms[key].W, svm.W)
+        assert r.scalars == pytest.approx(a.scalars, nan_ok=True)
+
+
 def test_untrained_cells_solve_opt_svms_only():
     (r,) = run_cells([Cell(train=False, n=5, T=5, d=10, seed=1)])
     assert r.status == "ok" and len(r.iterations) == 0
