@@ -56,13 +56,28 @@ def _masked(logits: Tensor, mask: Tensor | None) -> Tensor:
     return logits.masked_fill(~mask, float("-inf"))
 
 
-def _reference_token(X: Tensor, logits: Tensor, stable: bool) -> Tensor:
-    """``x_a`` with ``a = argmax_t logits`` (detached), or zeros for the textbook form."""
+def _log_softmax_top(logits: Tensor) -> tuple[Tensor, Tensor]:
+    """Top token ``a = argmax_t logits`` (S, n, 1) and ``log_softmax(logits)`` (S, n, T).
+
+    Evaluated as ``z - log(sum_t exp(z_t))`` with ``z = logits - logits_a`` (``logits_a`` held
+    fixed, no gradient): the same shift by the maximum as torch.log_softmax, from elementwise
+    ops and one last-axis sum, which is several times faster than torch.log_softmax on the
+    short rows used here and keeps a row's bits independent of the batch. Ties go to the first
+    maximal token, as with argmax. A NaN or +inf logit makes the whole row NaN, as
+    torch.log_softmax does.
+    """
+    top, a = logits.detach().max(dim=-1, keepdim=True)
+    z = logits - top  # <= 0, exactly 0 at a
+    return a, z - z.exp().sum(-1, keepdim=True).log()
+
+
+def _reference_token(X: Tensor, a: Tensor, stable: bool) -> Tensor:
+    """``x_a`` for the top token ``a`` (S, n, 1) of :func:`_log_softmax_top`, or zeros for the
+    textbook form, shape (S, n, d)."""
     if not stable:
         return torch.zeros_like(X[..., 0, :])
-    a = logits.detach().argmax(dim=-1)  # (S, n)
-    idx = a[..., None, None].expand(*a.shape, 1, X.shape[-1])
-    return torch.gather(X, -2, idx).squeeze(-2)  # (S, n, d)
+    idx = a.unsqueeze(-1).expand(*a.shape, X.shape[-1])  # (S, n, 1, d)
+    return torch.gather(X, -2, idx).squeeze(-2)
 
 
 def attended_token(X: Tensor, logits: Tensor, *, stable: bool = True) -> tuple[Tensor, Tensor]:
@@ -72,8 +87,9 @@ def attended_token(X: Tensor, logits: Tensor, *, stable: bool = True) -> tuple[T
     ``s = exp(log_softmax(logits))``. Returns ``(r (S, n, d), s (S, n, T))``.
     ``stable=False``: the textbook ``r = sum_t s_t x_t``.
     """
-    xa = _reference_token(X, logits, stable)
-    s = torch.log_softmax(logits, dim=-1).exp()
+    a, ls = _log_softmax_top(logits)
+    xa = _reference_token(X, a, stable)
+    s = ls.exp()
     D = X - xa.unsqueeze(-2)  # (S, n, T, d); row a is exactly 0
     r = xa + (s.unsqueeze(-2) @ D).squeeze(-2)
     return r, s
@@ -145,6 +161,150 @@ def loss_fn(
     return loss, s
 
 
+def pack(params: dict[str, Tensor], param: str) -> Tensor:
+    """The trained parameters as one tensor: ``W`` (S, d, d), or K and Q stacked (2, S, d, m).
+
+    Stacking K and Q lets one elementwise op or per-seed reduction over the last two axes
+    (e.g. the separate normalizations of K and Q, SCIENCE.md section 3) serve both.
+    """
+    if param == "W":
+        return params["W"]
+    if param == "KQ":
+        return torch.stack((params["K"], params["Q"]))
+    raise ValueError(f"param must be one of {', '.join(PARAMS)}, got {param!r}")
+
+
+def unpack(theta: Tensor, param: str) -> dict[str, Tensor]:
+    """Inverse of :func:`pack` (views into ``theta``)."""
+    return {"W": theta} if param == "W" else {"K": theta[0], "Q": theta[1]}
+
+
+class Objective:
+    """Training loss of SCIENCE.md sections 2-3 and its hand-derived gradient for one batch.
+
+    Everything that does not change between GD steps is prepared once (reshaped and transposed
+    tokens, ``-Y``, the negated mask, and for the linear head the token scores
+    ``c_it = v^T x_it``), so a step is a short sequence of kernels: at the small shapes of the
+    experiments a step costs per-kernel overhead rather than arithmetic.
+
+    ``theta`` is :func:`pack`'s tensor: ``W`` (S, d, d) or K and Q stacked (2, S, d, m). Calling
+    the object returns ``(loss (S,), s (S, n, T), W (S, d, d), G)`` with G the gradient of
+    ``loss.sum()`` shaped like ``theta`` (None for ``grad=False``). See :func:`loss_and_grad` for
+    the formulas.
+
+    Linear head: with ``e_it = c_it - c_ia`` (``e_ia = 0``) the stable form of section 3 reads
+    ``f_i = c_ia + sum_t s_it e_it`` and ``dL/dl_it = g_i s_it (e_it - sum_tau s_itau e_itau)``,
+    so the (S, n, T, d) differences ``x_it - x_ia`` are never formed. Other heads form them.
+    """
+
+    def __init__(
+        self,
+        X: Tensor,
+        Y: Tensor,
+        Z: Tensor,
+        v: Tensor,
+        V: Tensor | None,
+        *,
+        param: str,
+        head: str,
+        lam: float,
+        ridge: float = RIDGE,
+        stable: bool = True,
+        mask: Tensor | None = None,
+    ) -> None:
+        if param not in PARAMS:
+            raise ValueError(f"param must be one of {', '.join(PARAMS)}, got {param!r}")
+        if head not in HEADS:
+            raise ValueError(f"head must be one of {', '.join(HEADS)}, got {head!r}")
+        if head == "relu" and V is None:
+            raise ValueError("head 'relu' needs the value matrix V, got None")
+        S, n, T, d = X.shape
+        self.shape = (S, n, T, d)
+        self.param, self.head, self.lam = param, head, float(lam)
+        self.ridge, self.stable = float(ridge), stable
+        self.X, self.Z, self.v, self.V = X, Z, v, V
+        self.X_rows = X.reshape(S * n, T, d)  # (S n, T, d): logits X_i (W z_i)
+        self.X_cols = X.transpose(-1, -2).reshape(S * n, d, T)  # (S n, d, T): X_i^T dl_i
+        self.negY = (-Y).unsqueeze(-1)  # (S, n, 1)
+        self.negY_n = self.negY / n  # dL/df_i = -Y_i sigmoid(-Y_i f_i) / n
+        self.masked_out = None if mask is None else ~mask
+        self.c = None
+        if head == "linear":  # token scores c_it = v^T x_it, (S, n, T)
+            # elementwise and a last-axis sum, not a matmul: with S = 1 matmul would take a
+            # different BLAS path and the bits would depend on the batch
+            self.c = (X * v[:, None, None, :]).sum(-1)
+
+    def combined(self, theta: Tensor) -> Tensor:
+        """``W``, or ``W = K Q^T`` (SCIENCE.md section 2), shape (S, d, d)."""
+        return theta if self.param == "W" else torch.bmm(theta[0], theta[1].transpose(-1, -2))
+
+    def __call__(
+        self, theta: Tensor, grad: bool = True
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        S, n, T, d = self.shape
+        W = self.combined(theta)
+        Wz = torch.bmm(self.Z, W.transpose(-1, -2))  # (S, n, d): row i is (W z_i)^T
+        logits = torch.bmm(self.X_rows, Wz.view(S * n, d, 1)).view(S, n, T)
+        if self.masked_out is not None:
+            logits = logits.masked_fill(self.masked_out, float("-inf"))
+        a, ls = _log_softmax_top(logits)
+        s = ls.exp()
+        if self.c is not None:  # linear head, scores relative to the top token
+            if self.stable:
+                ca = self.c.gather(-1, a)
+                e = self.c - ca
+                sse = (s * e).sum(-1, keepdim=True)
+                f = ca + sse  # (S, n, 1)
+            else:
+                e = self.c
+                f = sse = (s * e).sum(-1, keepdim=True)
+        else:
+            xa = _reference_token(self.X, a, self.stable)
+            D = self.X - xa.unsqueeze(-2)  # (S, n, T, d); row a is exactly 0
+            r = xa + (s.unsqueeze(-2) @ D).squeeze(-2)  # (S, n, d)
+            f, dh = _head_and_gradient(r, self.head, self.v, self.V, self.lam)
+            f = f.unsqueeze(-1)
+        m = self.negY * f  # (S, n, 1)
+        lo, hi = torch.clamp_max(m, 0.0), torch.clamp_min(m, 0.0)
+        em = torch.exp(lo - hi)  # exp(-|m|)
+        loss = (hi + torch.log1p(em)).sum((-2, -1)) / n  # mean_i softplus(m_i)
+        if self.param == "KQ":
+            sq = (theta * theta).sum((-2, -1))  # (2, S): ||K||_F^2, ||Q||_F^2
+            loss = loss + self.ridge * (sq[0] + sq[1])
+        if not grad:
+            return loss, s, W, None
+        # sigmoid(m) = exp(min(m, 0)) / (1 + exp(-|m|)): the bits of _sigmoid, without a select
+        g = self.negY_n * (torch.exp(lo) / (1.0 + em))  # dL/df_i, (S, n, 1)
+        if self.c is not None:
+            dl = (e - sse) * (s * g)
+        else:
+            u = g * dh  # (S, n, d)
+            q = (D @ u.unsqueeze(-1)).squeeze(-1)  # (S, n, T)
+            dl = s * (q - (s * q).sum(-1, keepdim=True))
+        P = torch.bmm(self.X_cols, dl.view(S * n, T, 1)).view(S, n, d)  # X_i^T dl_i
+        GW = torch.bmm(P.transpose(-1, -2), self.Z)  # (S, d, d)
+        if self.param == "W":
+            return loss, s, W, GW
+        G = torch.empty_like(theta)
+        torch.bmm(GW, theta[1], out=G[0])  # G_K = G_W Q + 2 ridge K
+        torch.bmm(GW.transpose(-1, -2), theta[0], out=G[1])  # G_Q = G_W^T K + 2 ridge Q
+        G += (2.0 * self.ridge) * theta
+        return loss, s, W, G
+
+
+def _head_and_gradient(
+    r: Tensor, head: str, v: Tensor, V: Tensor | None, lam: float
+) -> tuple[Tensor, Tensor]:
+    """Head output ``h(r)`` (S, n) and its gradient ``grad h(r)`` (S, n or 1, d)."""
+    if head == "linear":
+        return (r @ v.unsqueeze(-1)).squeeze(-1), v.unsqueeze(-2)
+    if head == "lambda":
+        f = (r @ v.unsqueeze(-1)).squeeze(-1) - lam * (r * r).sum(-1)
+        return f, v.unsqueeze(-2) - (2.0 * lam) * r
+    pre = r @ V  # (S, n, d): (V^T r_i)^T
+    return torch.relu(pre).sum(-1), (pre > 0).to(r.dtype) @ V.transpose(-1, -2)
+
+
 def loss_and_grad(
     params: dict[str, Tensor],
     X: Tensor,
@@ -166,41 +326,11 @@ def loss_and_grad(
     ``q_it = u_i^T (x_it - x_ia)`` (0 for t = a), the logit gradient is
     ``dL/dl_it = s_it (q_it - sum_tau s_itau q_itau)`` (no cancellation when ``s_ia`` rounds
     to 1, SCIENCE.md section 3) and ``G_W = sum_i X_i^T (dL/dl_i) z_i^T``; for KQ,
-    ``G_K = G_W Q + 2 ridge K`` and ``G_Q = G_W^T K + 2 ridge Q``.
+    ``G_K = G_W Q + 2 ridge K`` and ``G_Q = G_W^T K + 2 ridge Q``. One-shot form of
+    :class:`Objective` (training builds the Objective once and calls it every step).
     """
-    W = combined_matrix(params, param)
-    logits = _masked(attention_logits(X, W, Z), mask)
-    xa = _reference_token(X, logits, stable)
-    s = torch.log_softmax(logits, dim=-1).exp()
-    D = X - xa.unsqueeze(-2)
-    r = xa + (s.unsqueeze(-2) @ D).squeeze(-2)  # (S, n, d)
-    if head == "linear":
-        f = (r @ v.unsqueeze(-1)).squeeze(-1)
-        dh = v.unsqueeze(-2)  # (S, 1, d), broadcast over n
-    elif head == "lambda":
-        f = (r @ v.unsqueeze(-1)).squeeze(-1) - lam * (r * r).sum(-1)
-        dh = v.unsqueeze(-2) - (2.0 * lam) * r
-    elif head == "relu":
-        if V is None:
-            raise ValueError("head 'relu' needs the value matrix V, got None")
-        pre = r @ V  # (S, n, d): (V^T r_i)^T
-        f = torch.relu(pre).sum(-1)
-        dh = (pre > 0).to(r.dtype) @ V.transpose(-1, -2)  # V 1[V^T r > 0]
-    else:
-        raise ValueError(f"head must be one of {', '.join(HEADS)}, got {head!r}")
-    m = -Y * f
-    loss = _softplus(m).mean(-1)
-    g = (-Y * _sigmoid(m)) / Y.shape[-1]  # (S, n)
-    u = g.unsqueeze(-1) * dh  # (S, n, d)
-    q = (D @ u.unsqueeze(-1)).squeeze(-1)  # (S, n, T)
-    sq = (s * q).sum(-1, keepdim=True)
-    dl = s * (q - sq)  # (S, n, T)
-    P = (dl.unsqueeze(-2) @ X).squeeze(-2)  # (S, n, d): X_i^T dl_i
-    GW = P.transpose(-1, -2) @ Z  # (S, d, d)
-    if param == "W":
-        return loss, s, {"W": GW}
-    K, Q = params["K"], params["Q"]
-    loss = loss + ridge * ((K * K).sum((-2, -1)) + (Q * Q).sum((-2, -1)))
-    gK = GW @ Q + (2.0 * ridge) * K
-    gQ = GW.transpose(-1, -2) @ K + (2.0 * ridge) * Q
-    return loss, s, {"K": gK, "Q": gQ}
+    obj = Objective(
+        X, Y, Z, v, V, param=param, head=head, lam=lam, ridge=ridge, stable=stable, mask=mask
+    )
+    loss, s, _, G = obj(pack(params, param))
+    return loss, s, unpack(G, param)
