@@ -1,14 +1,15 @@
 """Batched full-batch gradient descent on attention (SCIENCE.md section 3).
 
 S seeds of one shape train together as tensors with a leading seed axis; seeds never interact.
-The loop never synchronizes with the host: checkpoints are written into on-device buffers and a
-seed that goes non-finite is frozen by an on-device mask, all copied back once at the end.
+The loop never synchronizes with the host: checkpoints are written into on-device buffers and
+each seed's finiteness is tracked on-device, all copied back once at the end. Seeds that went
+non-finite are then trained again on their own with the exact freeze (see :func:`train_batch`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +19,7 @@ from torch import Tensor
 from attnsvm.cell import Cell
 from attnsvm.data import make_dataset, make_init
 from attnsvm.device import describe_device, resolve_device
-from attnsvm.model import PARAMS, RIDGE, combined_matrix, loss_and_grad, loss_fn
+from attnsvm.model import PARAMS, RIDGE, Objective, combined_matrix, loss_fn, pack, unpack
 
 OPTIMIZERS = ("normalized", "plain")
 GRADIENTS = ("analytic", "autograd")
@@ -49,22 +50,94 @@ def _check_checkpoints(checkpoints: Sequence[int], iterations: int) -> list[int]
     return ks
 
 
-def _normalized(G: Tensor, eps: float) -> Tensor:
-    """``G / (||G||_F + eps)`` per seed, evaluated as ``(G/m) / (||G/m||_F + eps/m)``.
+def _normalized_step(G: Tensor, lr: float, eps: float) -> Tensor:
+    """``lr G / (||G||_F + eps)`` per matrix (SCIENCE.md section 3), over the last two axes.
 
-    ``m = max |G|`` per seed, so squaring neither underflows (tiny gradients near saturation)
-    nor overflows; exactly 0 where G = 0.
+    Evaluated as ``(G/m) * lr / (||G/m||_F + eps/m)`` with ``m = max |G|`` per matrix, so
+    squaring neither underflows (tiny gradients near saturation) nor overflows. ``m`` is raised
+    to at least the dtype's smallest normal number: that changes nothing when ``max |G|`` is
+    normal, only rounding when it is subnormal (``G/m`` is then exact, a power-of-two scaling),
+    and gives exactly 0 where G = 0.
     """
-    m = G.abs().amax(dim=(-2, -1), keepdim=True)
-    m = torch.where(m > 0, m, torch.ones_like(m))
+    m = G.abs().amax(dim=(-2, -1), keepdim=True).clamp_min_(torch.finfo(G.dtype).tiny)
     Gs = G / m
-    nrm = (Gs * Gs).sum(dim=(-2, -1), keepdim=True).sqrt()
-    return Gs / (nrm + eps / m)
+    nrm = torch.linalg.vector_norm(Gs, dim=(-2, -1), keepdim=True)
+    return Gs * (lr / (nrm + eps / m))
 
 
-def _all_finite(t: Tensor) -> Tensor:
-    """Per-seed ``all(isfinite)`` over every axis but the first, shape (S,)."""
-    return torch.isfinite(t).flatten(1).all(dim=1)
+def _zero_if_finite(t: Tensor, dims: tuple[int, ...]) -> Tensor:
+    """``sum(0 * t)`` over ``dims``: exactly 0 where every entry is finite, else NaN.
+
+    ``0 * x`` is +-0 for finite x and NaN for inf or NaN, so unlike a plain sum this never
+    overflows: a per-seed finiteness test of a whole tensor in two cheap kernels.
+    """
+    return (t * 0.0).sum(dims)
+
+
+Evaluate = Callable[[Tensor, bool], tuple[Tensor, Tensor, Tensor, Tensor | None]]
+
+
+def _descend(
+    evaluate: Evaluate,
+    theta: Tensor,
+    step: Callable[[Tensor], Tensor],
+    ks: list[int],
+    iterations: int,
+    *,
+    freeze: bool,
+    n: int,
+    T: int,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The GD loop of :func:`train_batch` on :func:`attnsvm.model.pack`'s ``theta``.
+
+    Step k evaluates ``(loss, s, W, G)`` at ``theta(k)``, records checkpoint k, and moves to
+    ``theta(k+1) = theta(k) - step(G)``. A seed stays alive while its loss, softmax and new
+    parameters are finite. The test is one per-seed scalar, ``loss + sum 0 * theta(k+1)``,
+    finite exactly when both are; the softmax needs no term of its own: ``s <= 1``, and a NaN
+    anywhere in a row of s makes the whole row NaN (its log-sum-exp is NaN), hence the
+    attended token, the output and the loss NaN.
+
+    ``freeze=True``: a seed that fails at step k keeps ``theta(k)`` from then on (one masked
+    select per step) and gets ``bad_at = k``. ``freeze=False`` skips the select and leaves a
+    failed seed's later values meaningless (seeds never interact, so the others are
+    unaffected); only ``alive`` is then valid.
+
+    Returns on-device ``(W (S,C,d,d), softmax (S,C,n,T), loss (S,C), alive (S,), bad_at (S,))``
+    with W, softmax and loss in float64.
+    """
+    S = theta.shape[-3]
+    d = theta.shape[-2]
+    dev, f64 = theta.device, torch.float64
+    C = len(ks)
+    slot = {k: c for c, k in enumerate(ks)}
+    W_buf = torch.zeros((S, C, d, d), dtype=f64, device=dev)
+    sm_buf = torch.zeros((S, C, n, T), dtype=f64, device=dev)
+    loss_buf = torch.zeros((S, C), dtype=f64, device=dev)
+    alive = torch.ones(S, dtype=torch.bool, device=dev)
+    steps_alive = torch.zeros(S, dtype=torch.int64, device=dev)  # = bad_at once a seed fails
+    seed_dims = (1, 2) if theta.dim() == 3 else (0, 2, 3)  # all axes of theta but the seed's
+    for k in range(iterations + 1):
+        last = k == iterations
+        loss, s, W, G = evaluate(theta, not last)
+        c = slot.get(k)
+        if c is not None:
+            W_buf[:, c] = W
+            sm_buf[:, c] = s
+            loss_buf[:, c] = loss
+        probe = loss
+        if not last:
+            new = theta - step(G)
+            probe = loss + _zero_if_finite(new, seed_dims)
+        alive &= (probe - probe) == 0.0  # probe is finite
+        if last:
+            break
+        if freeze:
+            steps_alive += alive
+            theta = torch.where(alive.view(S, 1, 1), new, theta)
+        else:
+            theta = new
+    bad_at = torch.where(alive, -1, steps_alive)
+    return W_buf, sm_buf, loss_buf, alive, bad_at
 
 
 def train_batch(
@@ -104,11 +177,14 @@ def train_batch(
     G != 0; a zero gradient gives a zero step). At each checkpoint k (after k steps; 0 = the
     initialization) W(k) (K Q^T for KQ), softmax, loss and ``||W(k)||_F`` are recorded.
 
-    A seed whose loss or step becomes non-finite at W(k) is frozen there (update masked,
-    on-device, no host sync) and flagged with ``nonfinite_iteration = k``; other seeds are
-    unaffected. ``stable=False`` uses the textbook attended token (SCIENCE.md §3, comparisons
-    only); ``gradient="autograd"`` differentiates :func:`attnsvm.model.loss_fn` instead of
-    the hand-derived gradient (same numbers to rounding, slower). ``mask`` (S, n, T) bool
+    A seed whose loss or step becomes non-finite at W(k) is frozen there and flagged with
+    ``nonfinite_iteration = k``; other seeds are unaffected. The batched loop only tracks
+    finiteness (on-device, no host sync); after it, the seeds that failed are trained again on
+    their own with the per-step freeze (one host sync per call, none per step).
+
+    ``stable=False`` uses the textbook attended token (SCIENCE.md §3, comparisons only);
+    ``gradient="autograd"`` differentiates :func:`attnsvm.model.loss_fn` instead of the
+    hand-derived gradient (same numbers to rounding, slower). ``mask`` (S, n, T) bool
     restricts each example's attention to its True tokens (causal attention; None: all).
     """
     if param not in PARAMS:
@@ -135,66 +211,53 @@ def train_batch(
     def put(a: np.ndarray) -> Tensor:
         return torch.as_tensor(np.asarray(a, dtype=np.float64)).to(device=dev, dtype=tdt)
 
-    Xt, Yt, Zt, vt = put(X), put(Y), put(Z), put(v)
-    Vt = None if V is None else put(V)
-    P = {k: put(init[k]) for k in names}
-    S, n, T, d = Xt.shape
-    C = len(ks)
+    data = [put(X), put(Y), put(Z), put(v), None if V is None else put(V)]
+    theta0 = pack({k: put(init[k]) for k in names}, param)
+    S, n, T, _ = data[0].shape
     kw = {"param": param, "head": head, "lam": float(lam), "ridge": ridge, "stable": stable}
     if mask is not None:
         kw["mask"] = torch.as_tensor(np.asarray(mask, dtype=bool)).to(device=dev)
 
-    f64 = torch.float64
-    W_buf = torch.zeros((S, C, d, d), dtype=f64, device=dev)
-    sm_buf = torch.zeros((S, C, n, T), dtype=f64, device=dev)
-    loss_buf = torch.zeros((S, C), dtype=f64, device=dev)
-    alive = torch.ones(S, dtype=torch.bool, device=dev)
-    bad_at = torch.full((S,), -1, dtype=torch.int64, device=dev)
-    slot = {k: c for c, k in enumerate(ks)}
+    def step(G: Tensor) -> Tensor:
+        return _normalized_step(G, lr, eps) if optimizer == "normalized" else lr * G
 
-    def evaluate(want_grad: bool) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    def descend(sel: Tensor | None, freeze: bool) -> tuple[Tensor, ...]:
+        """:func:`_descend` on all seeds (``sel`` None) or on the seeds ``sel`` only."""
+        Xs, Ys, Zs, vs, Vs = (t if t is None or sel is None else t[sel] for t in data)
+        kws = dict(kw)
+        if mask is not None and sel is not None:
+            kws["mask"] = kw["mask"][sel]
+        theta = theta0 if sel is None else theta0[:, sel] if param == "KQ" else theta0[sel]
         if gradient == "analytic":
-            if want_grad:
-                return loss_and_grad(P, Xt, Yt, Zt, vt, Vt, **kw)
-            with torch.no_grad():
-                loss, s = loss_fn(P, Xt, Yt, Zt, vt, Vt, **kw)
-            return loss, s, {}
-        if not want_grad:
-            with torch.no_grad():
-                loss, s = loss_fn(P, Xt, Yt, Zt, vt, Vt, **kw)
-            return loss, s, {}
-        leaves = {k: p.detach().requires_grad_(True) for k, p in P.items()}
-        with torch.enable_grad():
-            loss, s = loss_fn(leaves, Xt, Yt, Zt, vt, Vt, **kw)
-            grads = torch.autograd.grad(loss.sum(), [leaves[k] for k in names])
-        return loss.detach(), s.detach(), dict(zip(names, grads, strict=True))
+            evaluate = Objective(Xs, Ys, Zs, vs, Vs, **kws)
+        else:
+
+            def evaluate(th: Tensor, want_grad: bool) -> tuple:
+                leaves = {
+                    k: p.detach().requires_grad_(want_grad) for k, p in unpack(th, param).items()
+                }
+                with torch.enable_grad():
+                    loss, s = loss_fn(leaves, Xs, Ys, Zs, vs, Vs, **kws)
+                    G = None
+                    if want_grad:
+                        grads = torch.autograd.grad(loss.sum(), [leaves[k] for k in names])
+                        G = pack(dict(zip(names, grads, strict=True)), param)
+                W = combined_matrix(leaves, param).detach()
+                return loss.detach(), s.detach(), W, G
+
+        return _descend(evaluate, theta, step, ks, iterations, freeze=freeze, n=n, T=T)
 
     with torch.no_grad():
-        for k in range(iterations + 1):
-            last = k == iterations
-            loss, s, G = evaluate(want_grad=not last)
-            ok = torch.isfinite(loss) & _all_finite(s)
-            c = slot.get(k)
-            if c is not None:
-                W_buf[:, c] = combined_matrix(P, param).to(f64)
-                sm_buf[:, c] = s.to(f64)
-                loss_buf[:, c] = loss.to(f64)
-            if last:
-                newly_bad = alive & ~ok
-                bad_at = torch.where(newly_bad, torch.full_like(bad_at, k), bad_at)
-                alive = alive & ok
-                break
-            new = {}
-            for name in names:
-                step = _normalized(G[name], eps) if optimizer == "normalized" else G[name]
-                new[name] = P[name] - lr * step
-                ok = ok & _all_finite(new[name])
-            newly_bad = alive & ~ok
-            bad_at = torch.where(newly_bad, torch.full_like(bad_at, k), bad_at)
-            alive = alive & ok
-            mask = alive.view(S, 1, 1)
-            P = {name: torch.where(mask, new[name], P[name]) for name in names}
-
+        W_buf, sm_buf, loss_buf, alive, bad_at = descend(None, freeze=False)
+        # One host sync, after the loop: seeds that went non-finite are trained again on their
+        # own with the exact freeze. A seed's trajectory does not depend on its batch, so this
+        # gives exactly the frozen run; the common all-finite case pays no per-step select.
+        if not bool(alive.all()):
+            sel = torch.nonzero(~alive).squeeze(1)
+            for buf, again in zip(
+                (W_buf, sm_buf, loss_buf, alive, bad_at), descend(sel, freeze=True), strict=True
+            ):
+                buf[sel] = again
         wnorm_buf = torch.linalg.vector_norm(W_buf, dim=(-2, -1))
         out = [t.cpu().numpy() for t in (W_buf, sm_buf, loss_buf, wnorm_buf, alive, bad_at)]
     if dev.type == "cuda":
