@@ -24,6 +24,8 @@ import clarabel
 import numpy as np
 import osqp
 import scipy.sparse as sp
+from scipy.linalg import lapack
+from scipy.optimize import nnls
 
 from attnsvm.constraints import Constraints
 
@@ -36,6 +38,8 @@ CLARABEL_TOL = 1e-10
 PRIMAL_RATIO = 4
 #: relative singular-value cut when building the orthonormal bases of the reduction
 BASIS_TOL = 1e-10
+#: smallest Cholesky pivot of the dual Gram matrix, relative to the largest, for the NNLS route
+NNLS_MIN_PIVOT = 1e-7
 
 
 @dataclass(frozen=True)
@@ -185,10 +189,37 @@ def _polish_dual(cons: Constraints, G: np.ndarray, lam: np.ndarray) -> np.ndarra
     return W if violation(cons, W) <= 1e-9 else None
 
 
+def _nnls_dual(G: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """The dual QP ``min 1/2 lam^T G lam - b^T lam, lam >= 0`` as non-negative least squares.
+
+    With ``G = L L^T`` (Cholesky) the objective is ``1/2 ||L^T lam - L^{-1} b||^2`` + const,
+    which scipy's Lawson-Hanson active set solves exactly in ~0.1 ms at the paper's sizes
+    (an interior-point QP costs ~1.4 ms). None when G is not numerically positive definite
+    (more rows than the lifted space has dimensions): the conic solvers handle that case.
+    """
+    L, info = lapack.dpotrf(G, lower=1)
+    if info != 0:
+        return None
+    diag = np.abs(np.diagonal(L))
+    if diag.min() <= NNLS_MIN_PIVOT * diag.max():
+        return None
+    rhs = lapack.dtrtrs(L, b, lower=1)[0]
+    try:
+        lam, _ = nnls(L.T, rhs, maxiter=50 * G.shape[0])
+    except RuntimeError:  # iteration limit
+        return None
+    return lam
+
+
 def _solve_dual(cons: Constraints, t0: float) -> SVMResult:
     G = gram(cons)
     b = cons.rhs
     N = cons.n_rows
+    lam = _nnls_dual(G, b)
+    if lam is not None:
+        W = _polish_dual(cons, G, lam)
+        if W is not None:
+            return _finish(cons, W, True, "nnls-dual", t0, "scipy nnls, polished")
     P = sp.csc_matrix(np.triu(G))
     q = -b
     msg = ""

@@ -271,6 +271,7 @@ def test_osqp_fallback_when_clarabel_raises(monkeypatch):
         raise RuntimeError("clarabel disabled by the test")
 
     monkeypatch.setattr(svm_frobenius.clarabel, "DefaultSolver", boom)
+    monkeypatch.setattr(svm_frobenius, "_nnls_dual", lambda G, b: None)  # reach the fallbacks
     for c, r in zip(instances, ref, strict=True):
         res = solve_frobenius(c)
         assert res.solver == "osqp-dual"
@@ -288,6 +289,25 @@ def test_osqp_fallback_when_clarabel_raises(monkeypatch):
     assert out.mm_gen.solver == "osqp-primal" and out.mm_gen.status == "optimal"
 
 
+def test_nnls_route_and_its_fallback(monkeypatch):
+    """Positive definite Gram matrix: exact NNLS; singular (N > d^2) or declined: Clarabel."""
+    cases = [c for c, _, _ in random_instances(40, max_d=20, seed=21)]
+    fast = [solve_frobenius(c) for c in cases]
+    monkeypatch.setattr(svm_frobenius, "_nnls_dual", lambda G, b: None)
+    ref = [solve_frobenius(c) for c in cases]
+    routes = set()
+    for cons, f, r in zip(cases, fast, ref, strict=True):
+        assert f.status == r.status
+        routes.add(f.solver)
+        if not r.feasible:
+            continue
+        assert r.solver != "nnls-dual"
+        assert corr(f.W, r.W) >= 0.99999
+        assert f.objective == pytest.approx(r.objective, rel=1e-9)
+        assert cons.values(f.W).min() >= 1 - 1e-9
+    assert {"nnls-dual", "clarabel-dual"} <= routes
+
+
 def test_solver_error_when_all_solvers_fail(monkeypatch):
     ds = make_dataset(Cell(n=3, T=4, d=4, seed=0))
     cons = att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds))
@@ -297,6 +317,7 @@ def test_solver_error_when_all_solvers_fail(monkeypatch):
 
     monkeypatch.setattr(svm_frobenius.clarabel, "DefaultSolver", boom)
     monkeypatch.setattr(svm_frobenius.osqp, "OSQP", boom)
+    monkeypatch.setattr(svm_frobenius, "_nnls_dual", lambda G, b: None)
     res = solve_frobenius(cons)
     assert res.status == "solver_error" and res.W is None and np.isnan(res.objective)
     assert "disabled" in res.message
@@ -312,7 +333,7 @@ def test_primal_and_dual_paths_agree(monkeypatch):
         primal = solve_frobenius(cons)
         monkeypatch.setattr(svm_frobenius, "PRIMAL_RATIO", 10**9)
         dual = solve_frobenius(cons)
-        assert primal.solver == "clarabel-primal" and dual.solver == "clarabel-dual"
+        assert primal.solver == "clarabel-primal" and dual.solver in ("nnls-dual", "clarabel-dual")
         assert primal.status == dual.status
         if dual.feasible:
             assert dual.status == "optimal"
