@@ -38,6 +38,8 @@ T_FACTOR = 30.0
 CENTERED = 0.25
 #: sufficient decrease of the line search, as a fraction of the Newton decrement squared
 ARMIJO = 0.1
+#: Newton decrement up to which the line search starts from the full step
+LS_START = 4.0
 #: Newton decrement of the last centering, whose point gives the returned primal
 FINAL_CENTERED = 1e-3
 #: relative duality-gap estimate ``(N + p + q) / (t c^T lam)`` at which the path stops
@@ -69,33 +71,30 @@ def _cholesky(K: np.ndarray) -> np.ndarray | None:
     return L if info == 0 else None
 
 
-def _inside(A: np.ndarray, B: np.ndarray, lam: np.ndarray) -> bool:
-    """``lam > 0`` and ``||G(lam)||_2 < 1`` (the barrier's domain)."""
-    if not np.all(lam > 0):
-        return False
-    G = A.T @ (lam[:, None] * B)
-    return _cholesky(np.eye(G.shape[1]) - G.T @ G) is not None
-
-
-def _phi(A, B, c, lam, t) -> float:
-    """``phi_t(lam)``, or inf outside the domain."""
-    if not np.all(lam > 0):
+def _phi(A, B, c, lam, t, I_q) -> float:
+    """``phi_t(lam)``, or inf outside the domain (``I_q``: the q x q identity)."""
+    if lam.min() <= 0:
         return float("inf")
     G = A.T @ (lam[:, None] * B)
-    L = _cholesky(np.eye(G.shape[1]) - G.T @ G)
-    if L is None:
+    L, info = lapack.dpotrf(I_q - G.T @ G, lower=1)
+    if info != 0:
         return float("inf")
-    return float(-t * (c @ lam) - np.log(lam).sum() - 2.0 * np.log(np.diagonal(L)).sum())
+    return float(-t * (c @ lam) - np.log(lam).sum() - 2.0 * np.log(L.diagonal()).sum())
 
 
 def certified_gap(A, B, c, M, lam) -> float:
     """Relative gap ``(||M||_* - c^T lam / ||G(lam)||_2) / ||M||_*`` (weak duality)."""
+    upper = float(np.linalg.svd(M, compute_uv=False).sum())
+    if upper <= 0:
+        return float("inf")
+    return (upper - _dual_bound(A, B, c, lam)) / upper
+
+
+def _dual_bound(A, B, c, lam) -> float:
+    """``c^T lam / ||G(lam)||_2`` for ``lam >= 0``: a lower bound on the optimum (-inf if none)."""
     lam = np.maximum(lam, 0.0)
     spec = float(np.linalg.norm(A.T @ (lam[:, None] * B), 2))
-    upper = float(np.linalg.svd(M, compute_uv=False).sum())
-    if spec <= 0 or upper <= 0:
-        return float("inf")
-    return (upper - float(c @ lam) / spec) / upper
+    return float(c @ lam) / spec if spec > 0 else -float("inf")
 
 
 def _primal(A, B, c, G, S, t) -> np.ndarray:
@@ -204,7 +203,8 @@ def solve_dual_barrier(
     theta = N + p + q
     t = theta / float(c @ lam)
     steps = 0
-    phi_last, phi_t = float("inf"), -1.0  # phi_t(lam) of the current lam, and its t
+    phi_t = t
+    phi_last = _phi(A, B, c, lam, t, I_q)  # phi at the current lam, for the t of phi_t
     while steps < max_steps:
         G = A.T @ (lam[:, None] * B)
         L = _cholesky(I_q - G.T @ G)
@@ -214,11 +214,11 @@ def solve_dual_barrier(
         AG = A @ G  # (N, q)
         BS = B @ S  # (N, q)
         E = BS @ AG.T  # E_kl = b_k^T S G^T a_l
-        g = -t * c - 1.0 / lam + 2.0 * np.diagonal(E)
+        g = -t * c - 1.0 / lam + 2.0 * E.diagonal()
         H = 2.0 * (E * E.T + (BS @ B.T) * (AAt + (AG @ S) @ AG.T))
         # Jacobi scaling by lam: the scaled Hessian is I + diag(lam) H diag(lam)
         Hs = lam[:, None] * H * lam[None, :]
-        Hs[np.diag_indices(N)] += 1.0
+        Hs.flat[:: N + 1] += 1.0
         gs = lam * g
         y = _solve(Hs, -gs)
         if y is None:
@@ -228,12 +228,13 @@ def solve_dual_barrier(
         done = theta / (t * float(c @ lam)) <= target_gap
         if done and delta <= FINAL_CENTERED:
             return _result(A, B, c, lam, G, S, t, steps, swap)
-        # backtracking line search on phi_t from the full Newton step
-        phi0 = _phi(A, B, c, lam, t) if phi_t != t else phi_last
-        alpha = 1.0
+        # backtracking line search on phi_t, from the full Newton step when delta <= LS_START
+        # (far from the centre the full step leaves the domain: start at LS_START / delta)
+        phi0 = phi_last - (t - phi_t) * float(c @ lam)  # phi_t from phi at the last t
+        alpha = min(1.0, LS_START / delta) if delta > 0 else 1.0
         while True:
             new = lam * (1.0 + alpha * y)
-            phi = _phi(A, B, c, new, t)
+            phi = _phi(A, B, c, new, t, I_q)
             if phi <= phi0 - ARMIJO * alpha * delta * delta:
                 break
             alpha *= 0.5
@@ -248,15 +249,17 @@ def solve_dual_barrier(
 
 
 def _result(A, B, c, lam, G, S, t, steps, swap) -> DualBarrierResult:
-    """The best certified pair among the central and the polished primals and duals."""
+    """The best certified pair among the central and the polished primals and duals.
+
+    The certified gap separates: the smallest ``||M||_*`` and the largest dual bound.
+    """
     M_pol, lam_pol = polish(A, B, c, lam, G)
     primals = [_primal(A, B, c, G, S, t)] + ([M_pol] if M_pol is not None else [])
     duals = [lam] + ([lam_pol] if lam_pol is not None else [])
-    gap, i, j = min(
-        (certified_gap(A, B, c, M, y), i, j)
-        for i, M in enumerate(primals)
-        for j, y in enumerate(duals)
-    )
+    uppers = [float(np.linalg.svd(M, compute_uv=False).sum()) for M in primals]
+    lowers = [_dual_bound(A, B, c, y) for y in duals]
+    i, j = int(np.argmin(uppers)), int(np.argmax(lowers))
+    gap = (uppers[i] - lowers[j]) / uppers[i] if uppers[i] > 0 else float("inf")
     M = primals[i]
     return DualBarrierResult(M.T if swap else M, duals[j], gap, steps, polished=i + j > 0)
 
