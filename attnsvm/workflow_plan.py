@@ -158,7 +158,9 @@ def experiment_from_json(text: str) -> Experiment:
     )
 
 
-def collect_experiment(settings_json: str, block_stores: list[str], out: str) -> Path:
+def collect_experiment(
+    settings_json: str, block_stores: list[str], out: str, workers: int = 1
+) -> Path:
     """Workflow entry point of the collect rule (see :func:`attnsvm.collect.collect_sweep`)."""
     from attnsvm.block_store import write_atomic
     from attnsvm.collect import collect_sweep
@@ -168,4 +170,4 @@ def collect_experiment(settings_json: str, block_stores: list[str], out: str) ->
     unknown = sorted(set(paths) - {b.name for b in exp.blocks()})
     if unknown:
         raise ValueError(f"block stores not in the plan of {exp.name!r}: {unknown[:5]}")
-    return write_atomic(collect_sweep(exp, paths), out, consolidated=True)
+    return write_atomic(collect_sweep(exp, paths, workers), out, consolidated=True)

@@ -125,6 +125,15 @@ def test_collect_full_and_with_missing_block(stores, experiment):
     assert np.isnan(part["corr_fro_alpha"].sel(d=3, param="KQ", seed=b.seeds)).all()
 
 
+def test_parallel_collect_equals_serial(stores, experiment, monkeypatch):
+    import attnsvm.collect as collect_mod
+
+    serial = collect_sweep(experiment, stores)
+    monkeypatch.setattr(collect_mod, "PARALLEL_MIN_BLOCKS", 1)  # a pool even for 8 stores
+    parallel = collect_sweep(experiment, stores, workers=2)
+    xr.testing.assert_identical(serial, parallel)
+
+
 def test_sweep_roundtrip_and_summary(stores, experiment, tmp_path):
     from attnsvm.block_store import write_atomic
 

@@ -29,6 +29,7 @@ rule collect:
         f"{RESULTS}/{{experiment}}/logs/collect.log",
     conda:
         "../envs/attnsvm.yaml"
+    threads: 8  # block stores read in parallel; capped at --cores when run locally
     params:
         experiment=experiment_settings,
         version=attnsvm.__version__,

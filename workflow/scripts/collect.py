@@ -10,4 +10,5 @@ collect_experiment(
     snakemake.params.experiment,  # noqa: F821
     list(snakemake.input),  # noqa: F821
     snakemake.output.sweep,  # noqa: F821
+    snakemake.threads,  # noqa: F821
 )
