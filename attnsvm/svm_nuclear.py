@@ -47,6 +47,8 @@ from attnsvm.svm_nuclear_ipm import solve_dual_barrier
 #: reduced size ``r_l + r_r`` up to which the dual barrier method (attnsvm.svm_nuclear_ipm) is
 #: tried first: its dense N x N Newton systems are cheap there
 BARRIER_MAX_SIZE = 60
+#: and up to this many rows: its Newton step costs O(N^3) (at N = 210 it ties with SCS)
+BARRIER_MAX_ROWS = 150
 #: reduced SDP size ``r_l + r_r`` up to which Clarabel (interior point, exact, slow) is used
 CLARABEL_MAX_SIZE = 30
 SCS_OPTIONS = dict(eps_abs=1e-8, eps_rel=1e-8, max_iters=200_000, acceleration_lookback=10)
@@ -325,7 +327,7 @@ def _try_direct(cons: Constraints, t0: float) -> SVMResult | None:
         messages.append("feasibility certified by structure")
     size = sum(prob.shape)
     order = ["clarabel", "scs"] if size <= CLARABEL_MAX_SIZE else ["scs", "clarabel"]
-    if size <= BARRIER_MAX_SIZE and np.all(cons.rhs > 0):
+    if size <= BARRIER_MAX_SIZE and cons.n_rows <= BARRIER_MAX_ROWS and np.all(cons.rhs > 0):
         order.insert(0, "barrier")
     for solver in order:
         try:
