@@ -1,10 +1,11 @@
 """Workflow overhead: per-job start-up, store write, collect time for many blocks.
 
-Usage: python bench/bench_overhead.py [--blocks 1000 10000]
+Usage: python bench/bench_overhead.py [--blocks 1000 10000] [--workers 1 2]
 * start-up: a fresh interpreter importing what a block job imports (attnsvm, torch, xarray);
 * store write: results_to_dataset + atomic Zarr write of one E2 block (100 seeds, 1 param);
 * collect: one real 1-cell store copied under the names of a synthetic plan with N blocks
-  (grid axis lr with N values, 1 seed, block_size 1), then attnsvm.collect.collect_sweep.
+  (grid axis lr with N values, 1 seed, block_size 1; hard links, not copies), then
+  attnsvm.collect.collect_sweep with each --workers count (the collect rule's threads).
 Dry-run DAG times are in bench/bench_workflow.py.
 """
 
@@ -34,6 +35,7 @@ from attnsvm.run import run_cells  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--blocks", type=int, nargs="*", default=[1000, 10000])
+    ap.add_argument("--workers", type=int, nargs="*", default=[1, os.cpu_count() or 1])
     args = ap.parse_args()
     code = "import attnsvm.block, attnsvm.run, attnsvm.block_store, torch, xarray, zarr"
     ts = []
@@ -78,14 +80,16 @@ def main() -> None:
             paths = {}
             for b in blocks:
                 paths[b.name] = bdir / f"{b.name}.zarr"
-                shutil.copytree(one, paths[b.name])
-            t0 = time.perf_counter()
-            sweep = collect_sweep(exp, paths)
-            t = time.perf_counter() - t0
-            print(
-                f"collect_sweep {len(blocks)} blocks: {t:.1f} s "
-                f"({1e3 * t / len(blocks):.1f} ms per block), sweep dims {dict(sweep.sizes)}"
-            )
+                shutil.copytree(one, paths[b.name], copy_function=os.link)
+            for workers in args.workers:
+                t0 = time.perf_counter()
+                sweep = collect_sweep(exp, paths, workers)
+                t = time.perf_counter() - t0
+                print(
+                    f"collect_sweep {len(blocks)} blocks, {workers} worker(s): {t:.1f} s "
+                    f"({1e3 * t / len(blocks):.1f} ms per block), sweep dims {dict(sweep.sizes)}",
+                    flush=True,
+                )
             shutil.rmtree(bdir)
 
 
