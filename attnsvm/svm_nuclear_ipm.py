@@ -44,6 +44,10 @@ LS_START = 4.0
 FINAL_CENTERED = 1e-3
 #: relative duality-gap estimate ``(N + p + q) / (t c^T lam)`` at which the path stops
 TARGET_GAP = 1e-9
+#: certified gap below which a result is returned; above it the path continues to a 100x
+#: smaller target (down to MIN_TARGET_GAP), whose polish usually certifies
+ACCEPT_GAP = 1e-8
+MIN_TARGET_GAP = 1e-12
 #: ``1 - sigma_i(G)`` up to which a singular direction of G counts as tight (polish)
 TIGHT_SIGMA = 1e-4
 #: multipliers at least this fraction of the largest count as active rows (polish)
@@ -205,11 +209,12 @@ def solve_dual_barrier(
     steps = 0
     phi_t = t
     phi_last = _phi(A, B, c, lam, t, I_q)  # phi at the current lam, for the t of phi_t
+    best = None  # best certified result so far (the path may continue after one)
     while steps < max_steps:
         G = A.T @ (lam[:, None] * B)
         L = _cholesky(I_q - G.T @ G)
         if L is None:
-            return None
+            return best
         S = lapack.dpotrs(L, I_q, lower=1)[0]
         AG = A @ G  # (N, q)
         BS = B @ S  # (N, q)
@@ -222,12 +227,17 @@ def solve_dual_barrier(
         gs = lam * g
         y = _solve(Hs, -gs)
         if y is None:
-            return None
+            return best
         delta = float(np.sqrt(max(-(gs @ y), 0.0)))
         steps += 1
         done = theta / (t * float(c @ lam)) <= target_gap
         if done and delta <= FINAL_CENTERED:
-            return _result(A, B, c, lam, G, S, t, steps, swap)
+            res = _result(A, B, c, lam, G, S, t, steps, swap)
+            best = res if best is None or res.gap < best.gap else best
+            if res.gap <= ACCEPT_GAP or target_gap <= MIN_TARGET_GAP:
+                return best
+            target_gap /= 100.0  # the polish missed: follow the path further and retry
+            done = False
         # backtracking line search on phi_t, from the full Newton step when delta <= LS_START
         # (far from the centre the full step leaves the domain: start at LS_START / delta)
         phi0 = phi_last - (t - phi_t) * float(c @ lam)  # phi_t from phi at the last t
@@ -235,17 +245,19 @@ def solve_dual_barrier(
         while True:
             new = lam * (1.0 + alpha * y)
             phi = _phi(A, B, c, new, t, I_q)
-            if phi <= phi0 - ARMIJO * alpha * delta * delta:
+            # near the centre the Newton step is trusted (quadratic convergence; phi's
+            # decrease drowns in rounding at large t): it only has to stay in the domain
+            if phi <= phi0 - ARMIJO * alpha * delta * delta or (
+                delta <= CENTERED and np.isfinite(phi)
+            ):
                 break
             alpha *= 0.5
             if alpha < 1e-10:
-                if delta <= CENTERED and np.isfinite(phi):  # rounding noise in phi near
-                    break  # the centre: the Newton step itself is trusted
-                return None
+                return best
         lam, phi_last, phi_t = new, phi, t
         if delta <= CENTERED and not done:
             t = min(t * T_FACTOR, theta / (target_gap * float(c @ lam)))
-    return None
+    return best
 
 
 def _result(A, B, c, lam, G, S, t, steps, swap) -> DualBarrierResult:
