@@ -23,6 +23,7 @@ back to the cvxpy route.
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 
@@ -175,18 +176,23 @@ class _Direct:
         r_l, r_r, q = a.shape[1], self.U_r.shape[1], self.C.shape[0]
         self.shape = (r_l, r_r)
         self.a = a
-        N = cons.n_rows
-        ny = r_l * q
-        # ---- constraint rows -a_k (x) beta_k on vec(Y) (row-major: Y[c, j] at c * q + j)
+        self.ny, self.q = r_l * q, q
+        self.b_lin = -cons.rhs
+        self._inv = inv
+        self._beta = None if self.substituted else beta
+
+    @functools.cached_property
+    def A_lin(self) -> sp.csc_matrix:
+        """Constraint rows ``-a_k (x) beta_k`` on vec(Y) (row-major: Y[c, j] at c * q + j).
+
+        Built on first use: the barrier method (attnsvm.svm_nuclear_ipm) never needs it.
+        """
+        N, (r_l, _), q, a = self.cons.n_rows, self.shape, self.q, self.a
         if self.substituted:
             rows = np.repeat(np.arange(N), r_l)
-            cols = (np.arange(r_l)[None, :] * q + inv[:, None]).ravel()
-            vals = -a.ravel()
-            A_lin = sp.csc_matrix((vals, (rows, cols)), shape=(N, ny))
-        else:
-            A_lin = sp.csc_matrix(-(a[:, :, None] * beta[:, None, :]).reshape(N, ny))
-        self.A_lin, self.b_lin = A_lin, -cons.rhs
-        self.ny, self.q = ny, q
+            cols = (np.arange(r_l)[None, :] * q + self._inv[:, None]).ravel()
+            return sp.csc_matrix((-a.ravel(), (rows, cols)), shape=(N, self.ny))
+        return sp.csc_matrix(-(a[:, :, None] * self._beta[:, None, :]).reshape(N, self.ny))
 
     def problem(self, solver: str):
         r_l, r_r = self.shape
