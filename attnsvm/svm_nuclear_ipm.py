@@ -34,8 +34,9 @@ from scipy.linalg import lapack
 
 #: factor by which t grows after each centering
 T_FACTOR = 30.0
-#: Newton decrement below which a point counts as centered
-CENTERED = 0.25
+#: Newton decrement below which a point counts as centered and the full Newton step is
+#: trusted (for a self-concordant barrier it stays in the domain when delta < 1)
+CENTERED = 1.0
 #: sufficient decrease of the line search, as a fraction of the Newton decrement squared
 ARMIJO = 0.1
 #: Newton decrement up to which the line search starts from the full step
