@@ -42,8 +42,9 @@ class Constraints:
         return int(self.left.shape[1])
 
     def values(self, W: np.ndarray) -> np.ndarray:
-        """``left_k^T W right_k`` for every row k, shape (N,)."""
-        return np.einsum("kd,de,ke->k", self.left, np.asarray(W, dtype=np.float64), self.right)
+        """``left_k^T W right_k`` for every row k: shape (N,), or (..., N) for stacked W."""
+        W = np.asarray(W, dtype=np.float64)
+        return np.einsum("...ke,ke->...k", self.left @ W, self.right)
 
     def matrix(self) -> np.ndarray:
         """Constraint matrix A (N, d*d) with rows ``vec(left_k right_k^T)`` (row-major vec).

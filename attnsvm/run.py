@@ -264,7 +264,7 @@ def _solve_and_measure(res: CellResult, trained: bool, cache: SolveCache | None 
             M.corr_batch(Wk, r.W[None]) if r.feasible else np.full(len(Wk), np.nan)
         )
     with np.errstate(invalid="ignore", divide="ignore"):
-        vals = np.stack([cons["alpha"].values(w) for w in Wk]) if len(Wk) else None
+        vals = cons["alpha"].values(Wk) if len(Wk) else None  # (checkpoints, rows)
         res.curves["gd_margin"] = vals.min(axis=1) / res.wnorm
     W_gd = Wk[-1]
     sc["rank_gd"] = M.rank(W_gd, cell.rank_tol)
