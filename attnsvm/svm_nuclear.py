@@ -19,6 +19,12 @@ factorization and iterations pay for. In that case feasibility is certified by s
 (each example's left rows linearly independent: ``W z_j`` can be chosen per example), without
 the Frobenius QP; otherwise the QP decides it as before. Any failure of the fast path falls
 back to the cvxpy route.
+
+Small problems (reduced size ``r_l + r_r <= BARRIER_MAX_SIZE``, at most ``BARRIER_MAX_ROWS``
+rows, every rhs > 0) first go to the dual barrier method of :mod:`attnsvm.svm_nuclear_ipm`:
+dense Newton steps on the N dual variables, ~3 ms at (6, 8, 10) against ~20 ms for Clarabel.
+Its answer is accepted only with a certified duality gap <= ``GAP_TOL``; otherwise Clarabel /
+SCS run as above. ``SVMResult.solver`` names the route that produced the answer.
 """
 
 from __future__ import annotations
