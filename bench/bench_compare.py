@@ -225,7 +225,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16, help="attnsvm seeds per batch (cells)")
     ap.add_argument("--base-seeds", type=int, default=2, help="baseline instances per size")
     ap.add_argument("--big-gen", action="store_true", help="Gen-SVM baseline also at d >= 100")
-    ap.add_argument("--e2-base-seeds", type=int, default=4)
+    ap.add_argument("--e2-base-seeds", type=int, default=10)
     ap.add_argument("--e3-seeds", type=int, default=10)
     ap.add_argument("--e3-base-seeds", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
