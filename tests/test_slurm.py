@@ -116,18 +116,20 @@ def local_sweep(tmp_path_factory) -> xr.Dataset:
 def slurm_workdir(tmp: Path) -> tuple[Path, dict]:
     """A scratch clone whose SLURM profile is the repository's, fitted to the test node.
 
-    Only what this node cannot offer is changed: CPUs per block job (the profile asks for 4;
-    CI runners and this VM may have 2) and memory above the node's; the partition is set to
-    the start script's `gpu` partition. Returns the workdir and the fitted profile.
+    Only what this node cannot offer is changed: CPUs per job (the profile asks for 4 per
+    block and collect job; CI runners and this VM may have 2, and SLURM would keep such a job
+    pending forever) and memory above the node's; the partition is set to the start script's
+    `gpu` partition. Returns the workdir and the fitted profile.
     """
     wd = scratch_workflow(tmp)
     write_config(wd / "c.yaml", TINY)
     path = wd / "workflow/profiles/slurm/profile.yaml"
     prof = yaml.safe_load(path.read_text())
     cpus, mem = _node_capacity()
-    cpus_per_job = max(1, min(prof["set-threads"]["block"], cpus // 2))  # 2 blocks at once
-    prof["set-threads"]["block"] = cpus_per_job
-    prof["set-resources"]["block"]["cpus_per_task"] = cpus_per_job
+    for rule, threads in prof["set-threads"].items():
+        cpus_per_job = max(1, min(threads, cpus // 2))  # 2 jobs at once
+        prof["set-threads"][rule] = cpus_per_job
+        prof["set-resources"][rule]["cpus_per_task"] = cpus_per_job
     for res in [prof["default-resources"], *prof["set-resources"].values()]:
         if "mem_mb" in res:
             res["mem_mb"] = min(res["mem_mb"], mem // 2)
