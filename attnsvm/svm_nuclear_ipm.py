@@ -21,7 +21,7 @@ certified gap of ``||M||_*`` to the dual bound ``c^T lam / ||G(lam)||_2``, and t
 accepts it only below ``attnsvm.svm_nuclear.GAP_TOL``.
 
 Why: at the sizes of the paper's experiments (N ~ 40 rows, p + q ~ 16) one Newton step is a
-few dense 40 x 40 operations, and ~55 of them cost ~5 ms, while a general conic
+few dense 40 x 40 operations, and ~45 of them cost ~2.5 ms, while a general conic
 solver spends ~1.5 ms per iteration on a 136 x 136 dense PSD block (bench/BENCHMARKS.md).
 """
 
@@ -185,11 +185,13 @@ def solve_dual_barrier(
     """Att-SVM_* on reduced rows ``a_k`` (rows of A, N x p) and ``b_k`` (rows of B, N x q).
 
     Follows the central path until its gap estimate ``(N + p + q) / t`` is ``target_gap``
-    relative, then returns the better certified of the central primal and the
-    complementary-slackness primal of :func:`polish`. None when the method breaks down (a
-    singular Newton system, no progress, ``max_steps`` reached): the caller then uses a
-    general conic solver. Requires ``c > 0`` and a feasible primal (otherwise the dual is
-    unbounded and the method reports None).
+    relative, then takes the best certified pair of the central and the
+    optimality-condition (:func:`polish`) primals and duals; when that pair certifies only
+    above ``ACCEPT_GAP``, the path goes on to a 100x smaller estimate (down to
+    ``MIN_TARGET_GAP``) and the best pair so far is returned. None when the method breaks
+    down before any pair (a singular Newton system, no progress, ``max_steps`` reached): the
+    caller then uses a general conic solver. Requires ``c > 0`` and a feasible primal
+    (otherwise the dual is unbounded and the method reports None).
     """
     A, B, c = (np.asarray(x, dtype=np.float64) for x in (A, B, c))
     N = c.size
