@@ -49,7 +49,7 @@ from attnsvm.svm_frobenius import (
     solve_frobenius,
     violation,
 )
-from attnsvm.svm_nuclear_ipm import solve_dual_barrier
+from attnsvm.svm_nuclear_ipm import certified_gap, solve_dual_barrier
 
 #: reduced size ``r_l + r_r`` up to which the dual barrier method (attnsvm.svm_nuclear_ipm) is
 #: tried first: its dense N x N Newton systems are cheap there
@@ -261,13 +261,7 @@ class _Direct:
         """Relative gap of ``||W||_*`` to the weak-duality bound of the multipliers lam."""
         if lam is None or not np.all(np.isfinite(lam)):
             return float("inf")
-        lam = np.maximum(lam, 0.0)
-        G = self.cons.left.T @ (lam[:, None] * self.cons.right)
-        spec = float(np.linalg.norm(G, 2))
-        upper = nuclear_norm(W)
-        if spec <= 0 or upper <= 0:
-            return float("inf")
-        return (upper - float(self.cons.rhs @ lam) / spec) / upper
+        return certified_gap(self.cons.left, self.cons.right, self.cons.rhs, W, lam)
 
 
 def _solve_direct(prob: _Direct, solver: str) -> tuple[str, np.ndarray | None, np.ndarray | None]:
