@@ -96,9 +96,7 @@ def batchable(cons: Constraints) -> bool:
     routing of :func:`attnsvm.svm_frobenius.solve_frobenius`).
     """
     return (
-        cons.n_rows > 0
-        and not bool(cons.equality.any())
-        and PRIMAL_RATIO * cons.d**2 > cons.n_rows
+        cons.n_rows > 0 and not bool(cons.equality.any()) and PRIMAL_RATIO * cons.d**2 > cons.n_rows
     )
 
 
@@ -157,19 +155,23 @@ def _violations(G, b, lam, free):
 
 
 def block_principal_pivoting(
-    G: torch.Tensor, b: torch.Tensor, max_iter: int = MAX_PIVOTS, chol: torch.Tensor | None = None
+    G: torch.Tensor,
+    b: torch.Tensor,
+    max_iter: int | None = None,
+    chol: torch.Tensor | None = None,
 ):
     """Solve ``min_{lam >= 0} 1/2 lam^T G lam - b^T lam`` for a batch of positive-definite G.
 
     ``G`` (B, N, N), ``b`` (B, N). Returns ``(lam (B, N), free (B, N), converged (B,),
     iterations)``: ``lam`` solves the equality system on the free set ``free`` and is zero
     elsewhere; ``converged`` is False where the pivoting did not finish in ``max_iter``
-    exchanges or a free-set system could not be factorized. Starts from the unconstrained
-    minimizer (from ``chol``, the Cholesky factors of G, when given); instances leave the
-    batch as they finish.
+    exchanges (default ``MAX_PIVOTS``) or a free-set system could not be factorized. Starts
+    from the unconstrained minimizer (from ``chol``, the Cholesky factors of G, when given);
+    instances leave the batch as they finish.
     """
     B, N = b.shape
     dev = G.device
+    max_iter = MAX_PIVOTS if max_iter is None else max_iter
     free = torch.ones((B, N), dtype=torch.bool, device=dev)
     if chol is None:
         lam, ok = _solve_free(G, b, free)
