@@ -17,9 +17,11 @@ import numpy as np
 
 from attnsvm import metrics as M
 from attnsvm import sequence as SEQ
+from attnsvm import svm_frobenius_batched
 from attnsvm.cell import Cell
 from attnsvm.constraints import att_svm_constraints
 from attnsvm.data import Dataset, make_dataset, make_init, optimal_tokens, token_scores
+from attnsvm.device import resolve_device
 from attnsvm.svm import (
     GenSVMResult,
     SVMResult,
@@ -98,18 +100,35 @@ class SolveCache:
         self._store: dict[tuple, SVMResult] = {}
         self.hits = 0
 
-    def solve(self, solver, cons) -> SVMResult:
-        """``solver(cons)``, or the stored answer for identical rows."""
+    @staticmethod
+    def _key(solver, cons) -> tuple:
         h = hashlib.sha256()
         for a in (cons.left, cons.right, cons.rhs, cons.equality):
             h.update(np.ascontiguousarray(a).tobytes())
             h.update(str(a.shape).encode())
-        key = (solver.__module__, solver.__qualname__, h.hexdigest())
+        return (solver.__module__, solver.__qualname__, h.hexdigest())
+
+    def solve(self, solver, cons) -> SVMResult:
+        """``solver(cons)``, or the stored answer for identical rows."""
+        key = self._key(solver, cons)
         if key in self._store:
             self.hits += 1
             return self._store[key]
         res = self._store[key] = solver(cons)
         return res
+
+    def solve_frobenius_many(self, conss, device: str = "cpu") -> None:
+        """Store :func:`solve_frobenius` answers for the distinct, new constraint sets among
+        ``conss``, solved together (:func:`attnsvm.svm_frobenius_batched.solve_many`: batched
+        from ``BATCH_MIN`` instances, the same answers as one by one otherwise)."""
+        solver, todo = svm_frobenius_batched.solve_frobenius, {}  # the answers' own route
+        for cons in conss:
+            key = self._key(solver, cons)
+            if key not in self._store:
+                todo.setdefault(key, cons)
+        answers = svm_frobenius_batched.solve_many(list(todo.values()), device)
+        for key, res in zip(todo, answers, strict=True):
+            self._store[key] = res
 
 
 def _run_group(cells: list[Cell], device: str, cache: SolveCache) -> list[CellResult]:
@@ -163,7 +182,7 @@ def _run_group(cells: list[Cell], device: str, cache: SolveCache) -> list[CellRe
             train_seconds = tr.seconds / S
         except Exception:  # recorded per cell below, never swallowed
             train_error = traceback.format_exc(limit=3)
-    results = []
+    results: list[CellResult] = []
     for s, (cell, ds) in enumerate(zip(cells, datasets, strict=True)):
         opt = _optimal(ds, masks[s])
         res = CellResult(
@@ -187,8 +206,12 @@ def _run_group(cells: list[Cell], device: str, cache: SolveCache) -> list[CellRe
         elif not finite[s]:
             res.status = "nonfinite"
             res.message = f"training went non-finite at iteration {int(bad_iter[s])}"
+        results.append(res)
+    presolve = _presolve_frobenius(results, c0.train, cache, device)
+    for res in results:
         try:
             _solve_and_measure(res, trained=c0.train and res.status == "ok", cache=cache)
+            res.timings["solve"] += presolve
             if radii is not None:
                 res.curves["radius"] = radii.copy()
         except Exception:
@@ -196,8 +219,43 @@ def _run_group(cells: list[Cell], device: str, cache: SolveCache) -> list[CellRe
             res.message = (res.message + "\n" if res.message else "") + traceback.format_exc(
                 limit=5
             )
-        results.append(res)
     return results
+
+
+def _presolve_frobenius(
+    results: list[CellResult], train: bool, cache: SolveCache, device: str
+) -> float:
+    """Solve the Frobenius Att-SVMs of a whole group at once (SCIENCE.md section 4).
+
+    Fills ``cache`` with the answers :func:`_solve_and_measure` then looks up, batched on the
+    group's device when there are enough of them (:mod:`attnsvm.svm_frobenius_batched`). A
+    cell whose constraints cannot be built here is left to :func:`_solve_and_measure`, which
+    records its error; if the batched solve itself fails, every SVM is solved per cell as
+    before (a warning says so), so nothing is lost. Returns the seconds per cell.
+    """
+    t0 = time.perf_counter()
+    conss = []
+    for res in results:
+        try:
+            conss.extend(_svm_constraints(res, train and res.status == "ok").values())
+        except Exception:  # noqa: BLE001 - recorded per cell by _solve_and_measure
+            continue
+    try:
+        dev = resolve_device(device)
+        cache.solve_frobenius_many(conss, "cpu" if dev.type != "cuda" else dev)
+    except Exception as exc:  # noqa: BLE001 - the per-cell solves below still run
+        print(f"attnsvm: warning: batched SVM solve failed ({exc!r}); solving per cell")
+    return (time.perf_counter() - t0) / max(1, len(results))
+
+
+def _svm_constraints(res: CellResult, trained: bool) -> dict:
+    """Att-SVM constraints of GD's selection alpha (set on ``res`` when trained) and of opt."""
+    if trained:
+        res.alpha = M.selected_tokens(res.softmax[-1])
+    cons = {"alpha": _constraints(res.data, res.alpha, res.mask)}
+    same = np.array_equal(res.alpha, res.opt)
+    cons["opt"] = cons["alpha"] if same else _constraints(res.data, res.opt, res.mask)
+    return cons
 
 
 def _optimal(ds: Dataset, mask: np.ndarray | None) -> np.ndarray:
@@ -219,11 +277,8 @@ def _solve_and_measure(res: CellResult, trained: bool, cache: SolveCache | None 
     cache = SolveCache() if cache is None else cache
     t0 = time.perf_counter()
     gamma = SEQ.masked_scores(token_scores(ds), res.mask)
-    if trained:
-        res.alpha = M.selected_tokens(res.softmax[-1])
+    cons = _svm_constraints(res, trained)
     alpha_is_opt = bool(np.array_equal(res.alpha, res.opt))
-    cons = {"alpha": _constraints(ds, res.alpha, res.mask)}
-    cons["opt"] = cons["alpha"] if alpha_is_opt else _constraints(ds, res.opt, res.mask)
     solvers = {"fro": solve_frobenius, "nuc": solve_nuclear}
     if cell.head != "linear":
         solvers = {"fro": solve_frobenius}  # single-token SVM; Gen-SVM below

@@ -71,11 +71,13 @@ PIVOT_TOL = 1e-12
 GATHER_RATIO = 0.85
 #: finished instances leave the pivoting batch once they are 1 / COMPACT_SHARE of it
 COMPACT_SHARE = 4
-#: instances per torch batch (bounds memory: ``CHUNK * N^2`` doubles, a few copies)
+#: most instances per torch batch
 CHUNK = 4096
+#: bytes of the Gram matrices of one torch batch (a few copies of them are made)
+CHUNK_BYTES = 2**28
 #: smallest number of batchable instances for which :func:`solve_many` uses the batched route;
 #: measured with ``bench/bench_svm_batched.py`` (BENCHMARKS.md, "Batched Frobenius SVM")
-BATCH_MIN = 8
+BATCH_MIN = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,9 +303,10 @@ def solve_frobenius_batched(
         if batchable(c):
             shapes.setdefault((c.n_rows, c.d), []).append(i)
     n_batched = n_certified = pivots = 0
-    for members in shapes.values():
-        for k in range(0, len(members), CHUNK):
-            chunk = members[k : k + CHUNK]
+    for (N, _), members in shapes.items():
+        size = max(1, min(CHUNK, CHUNK_BYTES // (8 * N * N)))
+        for k in range(0, len(members), size):
+            chunk = members[k : k + size]
             t0 = time.perf_counter()
             Ws, piv = _solve_shape([conss[i] for i in chunk], dev)
             pivots = max(pivots, piv)
@@ -326,13 +329,16 @@ def solve_frobenius_batched(
 
 
 def solve_many(
-    conss: Sequence[Constraints], device: str | torch.device = "cpu", min_batch: int = BATCH_MIN
+    conss: Sequence[Constraints],
+    device: str | torch.device = "cpu",
+    min_batch: int | None = None,
 ) -> list[SVMResult]:
     """:func:`solve_frobenius` for every constraint set, batched where that is faster.
 
-    With at least ``min_batch`` batchable instances (``BATCH_MIN``, measured on CPU) the
-    batched route is used; below it, the per-instance loop.
+    With at least ``min_batch`` (default ``BATCH_MIN``, measured on CPU) batchable instances
+    the batched route is used; below it, the per-instance loop.
     """
-    if sum(batchable(c) for c in conss) >= min_batch:
+    min_batch = BATCH_MIN if min_batch is None else min_batch
+    if conss and sum(batchable(c) for c in conss) >= min_batch:
         return solve_frobenius_batched(conss, device)[0]
     return [solve_frobenius(c) for c in conss]

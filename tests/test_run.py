@@ -52,6 +52,26 @@ def test_identical_constraint_sets_are_solved_once(monkeypatch):
         assert r.scalars == pytest.approx(a.scalars, nan_ok=True)
 
 
+def test_block_solves_frobenius_svms_batched_with_the_per_cell_answers(monkeypatch):
+    import attnsvm.svm_frobenius_batched as SB
+
+    cells = [Cell(seed=s, param=p, **SMALL) for s in range(12) for p in ("W", "KQ")]
+    monkeypatch.setattr(SB, "BATCH_MIN", 10**9)  # per instance, as before batching
+    one_by_one = run_cells(cells, device="cpu")
+    monkeypatch.setattr(SB, "BATCH_MIN", 1)  # every new instance batched, even alone
+    batched = run_cells(cells, device="cpu")
+    solvers = {r.svms[k].solver for r in batched for k in ("fro_alpha", "fro_opt")}
+    assert solvers == {SB.SOLVER}
+    assert SB.SOLVER not in {r.svms["fro_alpha"].solver for r in one_by_one}
+    for b, o in zip(batched, one_by_one, strict=True):
+        assert b.status == o.status == "ok"
+        for key, svm in o.svms.items():
+            assert b.svms[key].status == svm.status
+            np.testing.assert_allclose(b.svms[key].W, svm.W, rtol=1e-8, atol=1e-10)
+        assert b.scalars == pytest.approx(o.scalars, rel=1e-7, abs=1e-9, nan_ok=True)
+        assert b.timings["solve"] > 0
+
+
 def test_untrained_cells_solve_opt_svms_only():
     (r,) = run_cells([Cell(train=False, n=5, T=5, d=10, seed=1)])
     assert r.status == "ok" and len(r.iterations) == 0

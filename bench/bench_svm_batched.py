@@ -1,0 +1,104 @@
+"""Benchmark: batched Frobenius Att-SVM vs today's per-instance loop (SCIENCE.md section 4).
+
+Run: ``python bench/bench_svm_batched.py [--device cuda] [--threads 1]``. For each size
+(n, T, d) (default the E2 size (6, 8, 10) and (20, 10, 20)) it builds instances from the
+workflow's own data (``make_dataset``, the optimal tokens as selection) and prints, per batch
+size, instances per second of
+
+* the loop: :func:`attnsvm.svm_frobenius.solve_frobenius` one instance after the other
+  (always on the CPU: that route is scipy/Clarabel);
+* the batched route: :func:`attnsvm.svm_frobenius_batched.solve_frobenius_batched` on
+  ``--device``, everything included (stacking, Gram matrices, pivoting, certificate, the
+  per-instance ``_finish``, fallbacks);
+
+with wall-clock and process CPU seconds (on a shared machine the CPU seconds are the steadier
+number), the share certified by the batched route, and the smallest batch size at which it is
+faster (``BATCH_MIN`` in the library is set from this).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from attnsvm.cell import Cell
+from attnsvm.constraints import att_svm_constraints
+from attnsvm.data import make_dataset, optimal_tokens
+from attnsvm.svm_frobenius import solve_frobenius
+from attnsvm.svm_frobenius_batched import solve_frobenius_batched
+
+
+def instances(n: int, T: int, d: int, count: int):
+    out = []
+    for seed in range(count):
+        ds = make_dataset(Cell(n=n, T=T, d=d, seed=seed))
+        out.append(att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds)))
+    return out
+
+
+def timed(fn, device: str, repeat: int):
+    """Best of ``repeat`` runs: (wall seconds, process CPU seconds, result)."""
+    best_wall = best_cpu = np.inf
+    result = None
+    for _ in range(repeat):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        w, c = time.perf_counter(), time.process_time()
+        result = fn()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        best_wall = min(best_wall, time.perf_counter() - w)
+        best_cpu = min(best_cpu, time.process_time() - c)
+    return best_wall, best_cpu, result
+
+
+def bench_size(n, T, d, batches, device, repeat) -> None:
+    cons = instances(n, T, d, max(batches))
+    N = cons[0].n_rows
+    print(f"\n(n, T, d) = ({n}, {T}, {d}): N = {N} dual variables, device {device}")
+    print(
+        f"{'batch':>6} {'loop inst/s':>12} {'(cpu)':>9} {'batched inst/s':>15} {'(cpu)':>9}"
+        f" {'speed-up':>9} {'(cpu)':>7} {'certified':>9}"
+    )
+    # warm-up (torch kernels, allocator, CUDA context)
+    solve_frobenius_batched(cons[:8], device)
+    loop_rate = None
+    crossover = None
+    for B in batches:
+        batch = cons[:B]
+        if loop_rate is None or B <= 256:  # the loop's rate does not depend on B
+            lw, lc, _ = timed(lambda b=batch: [solve_frobenius(c) for c in b], "cpu", repeat)
+            loop_rate = (B / lw, B / lc)
+        bw, bc, (_, stats) = timed(lambda b=batch: solve_frobenius_batched(b, device), device, repeat)
+        rate = (B / bw, B / bc)
+        speed = (rate[0] / loop_rate[0], rate[1] / loop_rate[1])
+        if crossover is None and speed[1] > 1.0:
+            crossover = B
+        print(
+            f"{B:>6} {loop_rate[0]:>12.0f} {loop_rate[1]:>9.0f} {rate[0]:>15.0f} {rate[1]:>9.0f}"
+            f" {speed[0]:>8.1f}x {speed[1]:>6.1f}x {stats.certified / B:>9.1%}"
+        )
+    print(f"  batched faster (CPU seconds) from batch size {crossover}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu", help="cpu or cuda (the batched route's device)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    p.add_argument(
+        "--batches", default="1,2,4,8,16,32,64,256,1024,4096", help="batch sizes, comma-separated"
+    )
+    p.add_argument("--large-batches", default="1,8,64,256", help="batch sizes at the large size")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {args.threads} thread(s), best of {args.repeat}")
+    bench_size(6, 8, 10, [int(b) for b in args.batches.split(",")], args.device, args.repeat)
+    bench_size(20, 10, 20, [int(b) for b in args.large_batches.split(",")], args.device, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
