@@ -72,7 +72,9 @@ def bench_size(n, T, d, batches, device, repeat) -> None:
         if loop_rate is None or B <= 256:  # the loop's rate does not depend on B
             lw, lc, _ = timed(lambda b=batch: [solve_frobenius(c) for c in b], "cpu", repeat)
             loop_rate = (B / lw, B / lc)
-        bw, bc, (_, stats) = timed(lambda b=batch: solve_frobenius_batched(b, device), device, repeat)
+        bw, bc, (_, stats) = timed(
+            lambda b=batch: solve_frobenius_batched(b, device), device, repeat
+        )
         rate = (B / bw, B / bc)
         speed = (rate[0] / loop_rate[0], rate[1] / loop_rate[1])
         if crossover is None and speed[1] > 1.0:
@@ -97,7 +99,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {args.threads} thread(s), best of {args.repeat}")
     bench_size(6, 8, 10, [int(b) for b in args.batches.split(",")], args.device, args.repeat)
-    bench_size(20, 10, 20, [int(b) for b in args.large_batches.split(",")], args.device, args.repeat)
+    bench_size(
+        20, 10, 20, [int(b) for b in args.large_batches.split(",")], args.device, args.repeat
+    )
 
 
 if __name__ == "__main__":
