@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,8 +38,10 @@ def run_block(
     import torch
 
     from attnsvm.block_store import results_to_dataset, write_atomic
+    from attnsvm.device import resolve_device
     from attnsvm.run import run_cells
 
+    resolve_device(device)  # DeviceUnavailableError before any work when CUDA is missing
     torch.set_num_threads(max(1, int(threads)))
     cells = [c if isinstance(c, Cell) else Cell.from_dict(c) for c in cells]
     start, t0 = provenance.now(), time.perf_counter()
@@ -69,19 +72,23 @@ def run_block(
 
 def _main(argv: list[str]) -> int:
     """``python -m attnsvm.block SPEC.json``: the worker process of :func:`attnsvm.job.run_job`."""
+    from attnsvm.device import EXIT_DEVICE_UNAVAILABLE, DeviceUnavailableError
+
     spec = json.loads(Path(argv[0]).read_text())
-    run_block(
-        spec["cells"],
-        spec["out"],
-        experiment=spec.get("experiment", ""),
-        block=spec.get("block", ""),
-        device=spec.get("device", "auto"),
-        threads=spec.get("threads", 1),
-    )
+    try:
+        run_block(
+            spec["cells"],
+            spec["out"],
+            experiment=spec.get("experiment", ""),
+            block=spec.get("block", ""),
+            device=spec.get("device", "auto"),
+            threads=spec.get("threads", 1),
+        )
+    except DeviceUnavailableError as err:
+        print(f"attnsvm: error: {err}", file=sys.stderr)
+        return EXIT_DEVICE_UNAVAILABLE
     return 0
 
 
 if __name__ == "__main__":
-    import sys
-
     raise SystemExit(_main(sys.argv[1:]))

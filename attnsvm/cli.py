@@ -124,9 +124,15 @@ def _run_cell(args: argparse.Namespace) -> int:
     except CellError as err:
         print(f"attnsvm: error: {err}", file=sys.stderr)
         return 2
+    from attnsvm.device import DeviceUnavailableError, resolve_device
     from attnsvm.report_text import cell_summary, cell_summary_dict
     from attnsvm.run import run_cells
 
+    try:
+        resolve_device(args.device)  # before any work: no GPU for --device cuda is one line
+    except (ValueError, DeviceUnavailableError) as err:
+        print(f"attnsvm: error: {err}", file=sys.stderr)
+        return 2
     (res,) = run_cells([cell], device=args.device)
     if args.json:
         print(json.dumps(cell_summary_dict(res), indent=2, default=float))

@@ -68,7 +68,11 @@ def run_job(
     """Compute one block in a worker process and guarantee a store at ``out``.
 
     Returns the path of the store: the worker's, or a failed-block store if it crashed.
+    Raises :class:`attnsvm.device.DeviceUnavailableError` at once, writing nothing, when
+    ``device`` asks for CUDA and there is none (an environmental failure: no cell is failed
+    for it, and a rerun on a machine with a GPU computes the block).
     """
+    _check_device(device)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_partials(out)
@@ -80,6 +84,14 @@ def run_job(
         return _run(cells, out, experiment, block, device, threads, log)
     finally:
         claim.unlink(missing_ok=True)
+
+
+def _check_device(device: str) -> None:
+    """Resolve an explicit device before any work (torch is imported only for those)."""
+    if str(device).strip().lower() not in ("auto", "cpu"):
+        from attnsvm.device import resolve_device
+
+        resolve_device(device)
 
 
 def claim_path(out: Path) -> Path:
@@ -122,6 +134,13 @@ def _run(
         os.unlink(spec_path)
     if code == 0 and out.exists():
         return out
+    from attnsvm.device import EXIT_DEVICE_UNAVAILABLE
+
+    if code == EXIT_DEVICE_UNAVAILABLE:  # the worker saw no GPU although this process did
+        from attnsvm.device import DeviceUnavailableError
+
+        tail = _log_tail(log, 1)
+        raise DeviceUnavailableError(f"block {block or out.name}: {tail or 'no CUDA device'}")
     reason = _describe_exit(code)
     tail = _log_tail(log)
     message = f"block job failed: {reason}" + (f"\n--- worker log tail ---\n{tail}" if tail else "")

@@ -2,13 +2,19 @@
 
 import json
 import os
+import subprocess
+import sys
+import time
 
 import numpy as np
+import pytest
+import torch
 
 from attnsvm import codes
 from attnsvm.block_store import open_block
 from attnsvm.cell import Cell
 from attnsvm.collect import collect_sweep
+from attnsvm.device import EXIT_DEVICE_UNAVAILABLE, DeviceUnavailableError
 from attnsvm.grid import parse_config
 from attnsvm.job import FAULT_ENV, claim_path, run_job
 from attnsvm.status import scan_experiment
@@ -96,3 +102,57 @@ def test_cost_warning_for_absurd_local_grid():
     assert any("hours on 2 local core(s)" in w for w in warnings)
     assert any("lower block_size" in w for w in warnings)
     assert Plan.from_config(CONFIG).cost_warnings(local=True, cores=2) == []
+
+
+def _hide_cuda(monkeypatch):
+    """No CUDA for this process and its workers, whatever the machine has."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
+def test_cuda_block_without_gpu_fails_at_once_with_one_message(tmp_path, monkeypatch):
+    _hide_cuda(monkeypatch)
+    cells = [Cell(n=3, T=3, d=3, iterations=20, seed=s).to_dict() for s in range(2)]
+    out = tmp_path / "blocks" / "b.zarr"
+    t0 = time.perf_counter()
+    with pytest.raises(DeviceUnavailableError) as err:
+        run_job(cells, out, block="b", device="cuda")
+    assert time.perf_counter() - t0 < 5  # no worker started, nothing trained
+    msg = str(err.value)
+    assert "'cuda' requested but CUDA is not available" in msg and "'auto'" in msg
+    assert "\n" not in msg
+    # environmental: no store (no cell is marked failed), no claim left; auto runs on the CPU
+    assert not out.exists() and not claim_path(out).exists()
+    assert not list(out.parent.glob(".b.zarr*"))
+    run_job(cells, out, block="b", device="auto")
+    assert np.all(open_block(out)["status"].values == codes.CELL_STATUS.index("ok"))
+
+
+def test_block_worker_without_gpu_exits_with_its_own_status(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the worker sees no GPU
+    spec = tmp_path / "spec.json"
+    out = tmp_path / "b.zarr"
+    cells = [Cell(n=3, T=3, d=3, iterations=20, seed=0).to_dict()]
+    spec.write_text(json.dumps({"cells": cells, "out": str(out), "device": "cuda"}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnsvm.block", str(spec)], capture_output=True, text=True
+    )
+    assert proc.returncode == EXIT_DEVICE_UNAVAILABLE
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "CUDA is not available" in lines[0], proc.stderr
+    assert not out.exists()
+
+
+def test_worker_without_gpu_is_raised_not_stored(tmp_path, monkeypatch):
+    import attnsvm.job as job
+
+    monkeypatch.setattr(job, "_check_device", lambda device: None)  # this process "has" one
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the worker sees none
+    out = tmp_path / "b.zarr"
+    cells = [Cell(n=3, T=3, d=3, iterations=20, seed=0).to_dict()]
+    log = tmp_path / "b.log"
+    with open(log, "w") as fh:
+        monkeypatch.setattr(sys, "stderr", fh)
+        with pytest.raises(DeviceUnavailableError, match="block b: attnsvm: error: device 'cuda'"):
+            run_job(cells, out, block="b", device="cuda", log=str(log))
+    assert not out.exists() and not claim_path(out).exists()

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnsvm.device import resolve_device
+from attnsvm.device import DeviceUnavailableError, resolve_device
 from attnsvm.model import (
     RIDGE,
     attended_token,
@@ -208,5 +208,5 @@ def test_resolve_device():
     with pytest.raises(ValueError, match="'tpu'"):
         resolve_device("tpu")
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="CUDA is not available"):
+        with pytest.raises(DeviceUnavailableError, match="CUDA is not available"):
             resolve_device("cuda")

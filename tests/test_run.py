@@ -1,6 +1,7 @@
 """run_cells end to end: batching, failure isolation, determinism, CLI."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -154,6 +155,17 @@ def test_cli_run_cell_text_and_json():
     assert data["cell"]["seed"] == 2 and data["svms"]["fro_alpha"]["status"] == "optimal"
     bad = subprocess.run(base[:4] + ["--T", "1"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "T must be an integer >= 2, got 1" in bad.stderr
+
+
+def test_cli_run_cell_cuda_without_gpu_is_one_error_line():
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # no GPU, whatever the machine has
+    cmd = [sys.executable, "-m", "attnsvm.cli", "run-cell", "--device", "cuda", "--iterations"]
+    out = subprocess.run([*cmd, "5000"], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 2
+    assert out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("attnsvm: error: device 'cuda' requested but CUDA is not available")
 
 
 def test_top_level_run_cells():
