@@ -1,0 +1,73 @@
+"""Training throughput, CPU and CUDA side by side, against the batch size S (issue 16).
+
+Run: ``python bench/bench_train_devices.py`` (CPU only here: small S by default) or, on a
+GPU machine, ``python bench/bench_train_devices.py --devices cpu,cuda --sizes
+64,256,1024,4096,16384,65536``. For (n, T, d) = (6, 8, 10) and (50, 20, 100) and each S it
+trains S seeds of param W (the workflow's ``train_batch``, float64, analytic gradient) for
+``--iterations`` steps and prints seed-iterations per second per device (training only:
+data generation and the host copy of inputs excluded, checkpoints and the copy back
+included), then, per size, the smallest S at which CUDA is faster than the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from attnsvm.cell import Cell
+from attnsvm.train import stack_cells, train_batch
+
+SIZES = ((6, 8, 10), (50, 20, 100))
+
+
+def rate(n: int, T: int, d: int, S: int, iterations: int, device: str, repeat: int) -> float:
+    """Best of ``repeat``: seed-iterations per second of one batch of S seeds."""
+    cells = [Cell(n=n, T=T, d=d, iterations=iterations, seed=s) for s in range(S)]
+    b, c = stack_cells(cells), cells[0]
+    best = 0.0
+    for _ in range(repeat):
+        res = train_batch(
+            b["X"], b["Y"], b["Z"], b["v"], b["V"], b["init"],
+            param=c.param, head=c.head, lam=c.lam, optimizer=c.optimizer, lr=c.lr,
+            iterations=iterations, checkpoints=c.checkpoints(), dtype=c.dtype, device=device,
+        )  # fmt: skip
+        best = max(best, S * iterations / res.seconds)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--devices", default="cpu", help="comma-separated: cpu, cuda")
+    ap.add_argument("--sizes", default="64,256,1024", help="batch sizes S at (6, 8, 10)")
+    ap.add_argument("--large-sizes", default="64", help="batch sizes S at (50, 20, 100)")
+    ap.add_argument("--iterations", type=int, default=200)
+    ap.add_argument("--large-iterations", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    devices = args.devices.split(",")
+    print(f"torch {torch.__version__}, {args.threads} CPU thread(s), best of {args.repeat}")
+    for (n, T, d), sizes, iters in zip(
+        SIZES,
+        (args.sizes, args.large_sizes),
+        (args.iterations, args.large_iterations),
+        strict=True,
+    ):
+        print(f"\n(n, T, d) = ({n}, {T}, {d}), {iters} iterations, seed-iterations per second")
+        print(f"{'S':>7} " + " ".join(f"{dev:>14}" for dev in devices))
+        for dev in devices:
+            rate(n, T, d, 2, 2, dev, 1)  # warm-up
+        wins = None
+        for S in (int(s) for s in sizes.split(",")):
+            rates = {dev: rate(n, T, d, S, iters, dev, args.repeat) for dev in devices}
+            print(f"{S:>7} " + " ".join(f"{rates[dev]:>14.3g}" for dev in devices))
+            if wins is None and "cuda" in rates and "cpu" in rates and rates["cuda"] > rates["cpu"]:
+                wins = S
+        if "cuda" in devices and "cpu" in devices:
+            print(f"  CUDA faster than the CPU from S = {wins}")
+
+
+if __name__ == "__main__":
+    main()
