@@ -77,7 +77,7 @@ CHUNK = 4096
 CHUNK_BYTES = 2**28
 #: smallest number of batchable instances for which :func:`solve_many` uses the batched route;
 #: measured with ``bench/bench_svm_batched.py`` (BENCHMARKS.md, "Batched Frobenius SVM")
-BATCH_MIN = 32
+BATCH_MIN = 64
 
 
 @dataclasses.dataclass(frozen=True)

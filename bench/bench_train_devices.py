@@ -12,11 +12,15 @@ included), then, per size, the smallest S at which CUDA is faster than the CPU.
 from __future__ import annotations
 
 import argparse
+import os
 
-import torch
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # before numpy: one BLAS thread, as the other benches
 
-from attnsvm.cell import Cell
-from attnsvm.train import stack_cells, train_batch
+import torch  # noqa: E402
+
+from attnsvm.cell import Cell  # noqa: E402
+from attnsvm.train import stack_cells, train_batch  # noqa: E402
 
 SIZES = ((6, 8, 10), (50, 20, 100))
 
