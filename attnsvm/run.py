@@ -1,7 +1,9 @@
 """Run cells end to end: data -> batched training -> SVMs -> metrics (SCIENCE.md sections 1-5).
 
 :func:`run_cells` groups cells by :meth:`Cell.shape_key`, trains each group as one batch of
-seeds, then solves the SVMs and computes the metrics cell by cell. A failure inside one cell
+seeds, solves the group's Frobenius SVMs together (batched from
+:data:`attnsvm.svm_frobenius_batched.BATCH_MIN` distinct instances), then solves the other
+SVMs and computes the metrics cell by cell. A failure inside one cell
 is recorded in that cell's result (status and message); it never stops the other cells.
 """
 
