@@ -71,8 +71,8 @@ PIVOT_TOL = 1e-12
 GATHER_RATIO = 0.85
 #: finished instances leave the pivoting batch once they are 1 / COMPACT_SHARE of it
 COMPACT_SHARE = 4
-#: most instances per torch batch on a GPU, and on the CPU (where larger batches leave the
-#: cache: 2.6x the loop's rate at 256, 1.8x at 4096, bench/bench_svm_batched.py)
+#: most instances per torch batch on a GPU, and on the CPU (kept cache-sized there; 256 to
+#: 4096 were within measurement noise on a loaded machine, BENCHMARKS.md)
 CHUNK, CPU_CHUNK = 8192, 256
 #: bytes of the Gram matrices of one torch batch (a few copies of them are made)
 CHUNK_BYTES = 2**28
@@ -133,7 +133,7 @@ def _solve_free(G: torch.Tensor, b: torch.Tensor, free: torch.Tensor):
     if K > GATHER_RATIO * N:
         x, ok = _masked_solve(G, b, free)
     else:
-        perm = torch.argsort((~free).to(torch.int8), dim=1, stable=True)[:, :K]
+        perm = torch.argsort((~free).to(torch.int32), dim=1, stable=True)[:, :K]
         flat = (perm[:, :, None] * N + perm[:, None, :]).reshape(B, K * K)
         Gk = G.reshape(B, N * N).gather(1, flat).view(B, K, K)
         xk, ok = _masked_solve(
@@ -319,6 +319,8 @@ def solve_frobenius_batched(
                     continue
                 t1 = time.perf_counter()
                 res = _finish(conss[i], W, True, SOLVER, t1, f"{SOLVER}, polished, certified")
+                if res.status != "optimal":  # cannot happen after certify(); never returned
+                    continue
                 results[i] = dataclasses.replace(res, seconds=share + res.seconds)
                 n_certified += 1
     fallback = 0
