@@ -10,6 +10,7 @@ is recorded in that cell's result (status and message); it never stops the other
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 import traceback
 from collections.abc import Sequence
@@ -246,7 +247,10 @@ def _presolve_frobenius(
         dev = resolve_device(device)
         cache.solve_frobenius_many(conss, "cpu" if dev.type != "cuda" else dev)
     except Exception as exc:  # noqa: BLE001 - the per-cell solves below still run
-        print(f"attnsvm: warning: batched SVM solve failed ({exc!r}); solving per cell")
+        print(
+            f"attnsvm: warning: batched SVM solve failed ({exc!r}); solving per cell",
+            file=sys.stderr,
+        )
     return (time.perf_counter() - t0) / max(1, len(results))
 
 
