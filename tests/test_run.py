@@ -73,6 +73,24 @@ def test_block_solves_frobenius_svms_batched_with_the_per_cell_answers(monkeypat
         assert b.timings["solve"] > 0
 
 
+def test_failed_batched_solve_falls_back_to_per_cell_solves(monkeypatch, capsys):
+    import attnsvm.svm_frobenius_batched as SB
+
+    cells = [Cell(seed=s, **SMALL) for s in range(3)]
+    reference = run_cells(cells, device="cpu")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated batched-solver crash")
+
+    monkeypatch.setattr(SB, "solve_many", broken)
+    res = run_cells(cells, device="cpu")
+    assert "batched SVM solve failed" in capsys.readouterr().err
+    for r, ref in zip(res, reference, strict=True):
+        assert r.status == "ok"
+        for key, svm in ref.svms.items():
+            np.testing.assert_array_equal(r.svms[key].W, svm.W)
+
+
 def test_untrained_cells_solve_opt_svms_only():
     (r,) = run_cells([Cell(train=False, n=5, T=5, d=10, seed=1)])
     assert r.status == "ok" and len(r.iterations) == 0
