@@ -68,8 +68,8 @@ def read_config_text(path: str | os.PathLike) -> str:
         size = os.path.getsize(path)
         if size > MAX_CONFIG_BYTES:
             raise ConfigError(
-                f"{path}: the file has {size} bytes, more than the {MAX_CONFIG_BYTES} a config "
-                "may have; is this the right file?"
+                f"{path}: the file has {size} bytes, more than the {MAX_CONFIG_BYTES} bytes a "
+                "config may have; is this the right file?"
             )
         with open(path, "rb") as fh:
             data = fh.read(MAX_CONFIG_BYTES + 1)

@@ -39,7 +39,7 @@ MAX_BLOCK_SIZE = 10_000
 MAX_THREADS = 4096
 MAX_MEM_MB = 2**40
 #: YAML values (scalars, lists and mappings, every alias counted again) in a whole config
-MAX_CONFIG_NODES = 1_000_000
+MAX_CONFIG_NODES = 200_000
 MAX_NAME_LENGTH = 100
 #: longest block name kept readable; longer ones are shortened with a digest (file names
 #: may have at most 255 bytes)
