@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _check_config(path: str) -> int:
     """Parse and validate a config file; name the file, line and key of the first problem."""
     from attnsvm.config_io import load_config_file
-    from attnsvm.grid import ConfigError
+    from attnsvm.grid import ConfigError, describe_cost
     from attnsvm.workflow_plan import Plan
 
     try:
@@ -100,10 +100,7 @@ def _check_config(path: str) -> int:
         print(f"attnsvm: error: {path}: {err}", file=sys.stderr)
         return 2
     for name, exp in plan.experiments.items():
-        print(
-            f"{name}: {exp.n_cells} cells in {len(plan.blocks(name))} blocks, "
-            f"figures {', '.join(exp.figures) or '-'}"
-        )
+        print(f"{name}: {describe_cost(exp)}, figures {', '.join(exp.figures) or '-'}")
     for warning in plan.cost_warnings(local=True, cores=None):
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
     return 0

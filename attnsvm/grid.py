@@ -21,7 +21,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from attnsvm.cell import MAX_SEED, Cell, CellError, format_bytes, predicted_bytes
+from attnsvm.cell import (
+    MAX_SEED,
+    Cell,
+    CellError,
+    format_bytes,
+    predicted_bytes,
+    predicted_seconds,
+)
 
 CELL_FIELDS = tuple(f.name for f in dataclasses.fields(Cell))
 EXPERIMENT_KEYS = ("description", "figures", "fixed", "grid", "seeds", "block_size")
@@ -101,6 +108,20 @@ class Experiment:
     def n_cells(self) -> int:
         """Cells of the experiment, from the lengths of its axes and seeds (nothing is built)."""
         return len(self.seeds) * math.prod(len(v) for v in self.axes.values())
+
+    def predicted_cost(self) -> tuple[int, float]:
+        """Predicted peak bytes of the largest block and CPU seconds of all cells.
+
+        From one cell per grid point (:func:`attnsvm.cell.predicted_bytes`,
+        :func:`attnsvm.cell.predicted_seconds`); no block is built.
+        """
+        batch = min(self.block_size, len(self.seeds))
+        most, seconds = 0, 0.0
+        for point in self.points():
+            cell = self.cell(point, self.seeds[0])
+            most = max(most, predicted_bytes(cell, batch))
+            seconds += predicted_seconds(cell, batch) * len(self.seeds)
+        return most, seconds
 
     @property
     def n_blocks(self) -> int:
@@ -372,6 +393,15 @@ def _check_max_cells(total: int, limit: int, default: bool) -> None:
             f"config: the grid has {total} cells, {how} if this is intended "
             "(a typo like 'seeds: 100000'?)"
         )
+
+
+def describe_cost(exp: Experiment) -> str:
+    """``16 cells in 2 blocks, largest block ~1.2 MiB, ~0.01 CPU-hours`` (predicted)."""
+    most, seconds = exp.predicted_cost()
+    return (
+        f"{exp.n_cells} cells in {exp.n_blocks} blocks, largest block ~{format_bytes(most)}, "
+        f"~{seconds / 3600:.2g} CPU-hours predicted"
+    )
 
 
 def check_results(value: Any) -> str:
