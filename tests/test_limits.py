@@ -467,3 +467,30 @@ def test_snakemake_refuses_an_experiment_another_workflow_holds(tmp_path):
     assert not Path(wd / ".snakemake" / "locks").exists() or not any(
         (wd / ".snakemake" / "locks").iterdir()
     )
+
+
+def test_status_with_a_hostile_configfile_is_one_error(tmp_path, capsys):
+    (tmp_path / "c.yaml").write_text(ROWS["duplicate_experiment_name"][0])
+    assert cli.main(["status", str(tmp_path), "--configfile", str(tmp_path / "c.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "duplicate key 'x'" in err
+
+
+def test_status_table_of_an_experiment_without_axes(tmp_path):
+    import numpy as np
+    import xarray as xr
+
+    from attnsvm import codes
+    from attnsvm.status import status_rows, write_status_table
+
+    counts = np.zeros(len(codes.CELL_STATUS), dtype=int)
+    counts[0] = 2
+    summary = xr.Dataset(
+        {"count_status": ("status", counts)}, coords={"status": list(codes.CELL_STATUS)}
+    )
+    header, rows = status_rows(summary)
+    assert header == list(codes.CELL_STATUS) and rows == [[str(int(c)) for c in counts]]
+    summary.to_netcdf(tmp_path / "s.nc")
+    out = write_status_table(tmp_path / "s.nc", tmp_path / "status.html")
+    assert "<td>2</td>" in out.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.nc", "status.html"]
