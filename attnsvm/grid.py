@@ -32,7 +32,10 @@ from attnsvm.cell import (
 
 CELL_FIELDS = tuple(f.name for f in dataclasses.fields(Cell))
 EXPERIMENT_KEYS = ("description", "figures", "fixed", "grid", "seeds", "block_size")
-TOP_KEYS = ("results", "device", "threads", "mem_mb", "block_size", "max_cells", "experiments")
+TOP_KEYS = (
+    *("results", "device", "threads", "mem_mb", "block_size", "max_cells", "max_blocks"),
+    "experiments",
+)
 FIGURES = (
     *("e1", "e2", "e3", "e4", "e5", "e6"),
     *("phase", "rank_gd", "rank_m", "attention", "regpath", "optimizer"),
@@ -42,6 +45,9 @@ DEFAULT_MEM_MB = 4000
 #: Limits that keep planning bounded (issue 17; README "Configuration", config/README.md).
 #: ``max_cells`` defaults to DEFAULT_MAX_CELLS (the paper's sweep has ~11,000 cells).
 DEFAULT_MAX_CELLS = 100_000
+#: ``max_blocks`` (jobs) defaults to DEFAULT_MAX_BLOCKS: Snakemake plans ~100 jobs per CPU
+#: second, so 5000 blocks already take about a minute to plan (the paper's sweep has 109)
+DEFAULT_MAX_BLOCKS = 5_000
 MAX_BLOCK_SIZE = 10_000
 MAX_THREADS = 4096
 MAX_MEM_MB = 2**40
@@ -232,9 +238,7 @@ def _unknown(where: str, key: str, allowed: tuple[str, ...]) -> ConfigError:
     )
 
 
-def _check_int(
-    where: str, key: str, value: Any, minimum: int, maximum: int | None = None
-) -> int:
+def _check_int(where: str, key: str, value: Any, minimum: int, maximum: int | None = None) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ConfigError(f"{where}: '{key}' must be an integer >= {minimum}, got {_short(value)}")
     if maximum is not None and value > maximum:
@@ -336,9 +340,7 @@ def _parse_shape(name: str, raw: Any, default_block_size: int) -> Experiment:
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise ConfigError(f"{where}: 'description' must be text, got {_short(description)}")
-    return Experiment(
-        name, dict(fixed), axes, seeds, list(figures), block_size, description  # type: ignore[arg-type]
-    )
+    return Experiment(name, dict(fixed), axes, seeds, list(figures), block_size, description)
 
 
 def _check_cells(exp: Experiment, mem_mb: int | None) -> Experiment:
@@ -417,9 +419,9 @@ def parse_config(config: Any) -> dict[str, Experiment]:
     """Validate a whole sweep config (top-level keys, experiments, cells) into experiments.
 
     Work is bounded whatever the input (issue 17): the config's size is checked first, the
-    cells are counted from the axes' lengths and checked against ``max_cells`` (default
-    DEFAULT_MAX_CELLS) before any is built, and the largest block's predicted memory against
-    ``mem_mb``.
+    cells and blocks are counted from the axes' lengths and checked against ``max_cells`` and
+    ``max_blocks`` (defaults DEFAULT_MAX_CELLS, DEFAULT_MAX_BLOCKS) before any is built, and
+    the largest block's predicted memory against ``mem_mb``.
     """
     check_config_size(config)
     if not isinstance(config, dict):
@@ -440,6 +442,14 @@ def parse_config(config: Any) -> dict[str, Experiment]:
     _check_int("config", "threads", config.get("threads", 1), 1, MAX_THREADS)
     mem_mb = _check_int("config", "mem_mb", config.get("mem_mb", DEFAULT_MEM_MB), 100, MAX_MEM_MB)
     limit = _check_int("config", "max_cells", config.get("max_cells", DEFAULT_MAX_CELLS), 1)
+    max_blocks = _check_int("config", "max_blocks", config.get("max_blocks", DEFAULT_MAX_BLOCKS), 1)
     shapes = [_parse_shape(_check_name(name), raw, block_size) for name, raw in exps.items()]
     _check_max_cells(sum(e.n_cells for e in shapes), limit, "max_cells" not in config)
+    n_blocks = sum(e.n_blocks for e in shapes)
+    if n_blocks > max_blocks:
+        default = "the default " if "max_blocks" not in config else ""
+        raise ConfigError(
+            f"config: the grid has {n_blocks} blocks (workflow jobs), more than "
+            f"{default}max_blocks={max_blocks}; raise block_size (seeds per job) or max_blocks"
+        )
     return {e.name: _check_cells(e, mem_mb) for e in shapes}

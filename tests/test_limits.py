@@ -132,6 +132,10 @@ ROWS = {
         yaml.safe_dump(one(fixed={"d": 100000, "n": 6, "T": 8})),
         "TiB, more than mem_mb=4000 (3.9 GiB) per block job",
     ),
+    "too_many_blocks": (
+        yaml.safe_dump({"experiments": {"x": {"fixed": SMALL, "seeds": 6000, "block_size": 1}}}),
+        "6000 blocks (workflow jobs), more than the default max_blocks=5000",
+    ),
     "block_size_huge": (
         yaml.safe_dump({**one(), "block_size": 10**9}),
         "'block_size' must be at most 10000, got 1000000000",
@@ -209,6 +213,10 @@ def test_max_cells_default_and_override():
     exp = parse_config({**big, "max_cells": DEFAULT_MAX_CELLS + 1, "block_size": 10000})["x"]
     assert exp.n_cells == DEFAULT_MAX_CELLS + 1 and exp.n_blocks == 11
     assert time.perf_counter() - t0 < BOUND_S
+    many = one(grid={"lr": [0.1, 0.2]}, seeds=3000, block_size=1)
+    with pytest.raises(ConfigError, match="6000 blocks .* more than max_blocks=5999"):
+        parse_config({**many, "max_blocks": 5999})
+    assert parse_config({**many, "max_blocks": 6000})["x"].n_blocks == 6000
 
 
 def test_large_seed_within_int64_is_accepted_and_named_safely():
