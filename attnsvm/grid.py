@@ -45,9 +45,10 @@ DEFAULT_MEM_MB = 4000
 #: Limits that keep planning bounded (issue 17; README "Configuration", config/README.md).
 #: ``max_cells`` defaults to DEFAULT_MAX_CELLS (the paper's sweep has ~11,000 cells).
 DEFAULT_MAX_CELLS = 100_000
-#: ``max_blocks`` (jobs) defaults to DEFAULT_MAX_BLOCKS: Snakemake plans ~100 jobs per CPU
-#: second, so 5000 blocks already take about a minute to plan (the paper's sweep has 109)
-DEFAULT_MAX_BLOCKS = 5_000
+#: ``max_blocks`` (jobs) defaults to DEFAULT_MAX_BLOCKS: Snakemake plans ~250 jobs per CPU
+#: second (5000 blocks: 19 s CPU for ``snakemake -n``), the paper's sweep has 109 blocks, and
+#: max_cells cells in full blocks of the default size make 1563
+DEFAULT_MAX_BLOCKS = 2_000
 MAX_BLOCK_SIZE = 10_000
 MAX_THREADS = 4096
 MAX_MEM_MB = 2**40

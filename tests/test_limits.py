@@ -134,7 +134,7 @@ ROWS = {
     ),
     "too_many_blocks": (
         yaml.safe_dump({"experiments": {"x": {"fixed": SMALL, "seeds": 6000, "block_size": 1}}}),
-        "6000 blocks (workflow jobs), more than the default max_blocks=5000",
+        "6000 blocks (workflow jobs), more than the default max_blocks=2000",
     ),
     "block_size_huge": (
         yaml.safe_dump({**one(), "block_size": 10**9}),
