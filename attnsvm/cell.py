@@ -279,7 +279,9 @@ def predicted_seconds(c: Cell, batch: int = 1) -> float:
     """Rough CPU seconds per cell when ``batch`` seeds train together (a planning estimate).
 
     Training costs ~ iterations x n T d^2 (d m for KQ) flops with a per-step overhead shared by
-    the batch; the SVM solves grow with (n T)^1.5 d (measured in bench/BENCHMARKS.md).
+    the batch; the SVM solves grow with (n T)^1.5 d. The constants are rough (the paper's
+    config is predicted at ~1.5 CPU-hours; BENCHMARKS.md measures it much faster): they size
+    job runtimes and trigger warnings, nothing more.
     """
     train = 0.0
     if c.train:
