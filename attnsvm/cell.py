@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,18 @@ INITS = ("uniform", "zero")
 OPTIMIZERS = ("normalized", "plain")
 DTYPES = ("float64", "float32")
 SPACINGS = ("log", "linear")
+
+
+#: Upper bounds of the fields that multiply work (issue 17): beyond them a cell is a typo, not
+#: an experiment. Memory and run time are predicted from the sizes (``predicted_bytes``,
+#: ``predicted_seconds``) and checked against the machine or the workflow's ``mem_mb``.
+MAX_SIZE = 100_000  # d, n and T each
+MAX_ITERATIONS = 100_000_000
+MAX_CHECKPOINTS = 10_000
+#: checkpoint_count may exceed iterations up to this (the default; duplicates are dropped)
+FREE_CHECKPOINTS = 30
+#: seeds are stored as int64 coordinates: the largest seed the store (and so a cell) accepts
+MAX_SEED = 2**63 - 1
 
 
 class CellError(ValueError):
@@ -187,10 +200,24 @@ def validate_cell(c: Cell) -> None:
             raise bad(name, "a positive integer")
     if not _is_int(c.T) or c.T < 2:
         raise bad("T", "an integer >= 2")
+    for name in ("d", "n", "T"):
+        if getattr(c, name) > MAX_SIZE:
+            raise bad(name, f"at most {MAX_SIZE}")
+    if c.iterations > MAX_ITERATIONS:
+        raise bad("iterations", f"at most {MAX_ITERATIONS:,}".replace(",", "_"))
+    if c.checkpoint_count > MAX_CHECKPOINTS:
+        raise bad("checkpoint_count", f"at most {MAX_CHECKPOINTS}")
+    if c.task == "train" and c.checkpoint_count > max(c.iterations, FREE_CHECKPOINTS):
+        raise bad(
+            "checkpoint_count",
+            f"at most iterations={c.iterations} (or {FREE_CHECKPOINTS}): one checkpoint per step",
+        )
     if not isinstance(c.train, bool):
         raise bad("train", "true or false")
     if not _is_int(c.seed) or c.seed < 0:
         raise bad("seed", "a non-negative integer")
+    if c.seed > MAX_SEED:
+        raise bad("seed", f"at most 2**63 - 1 = {MAX_SEED} (seeds are stored as int64)")
     if c.m is not None and (not _is_int(c.m) or not 1 <= c.m <= c.d):
         raise bad("m", f"an integer in [1, d={c.d}] or null (m = d)")
     if not _is_real(c.lr) or c.lr <= 0:
@@ -218,3 +245,93 @@ def validate_cell(c: Cell) -> None:
         raise CellError(f"attention {c.attention!r} needs head 'linear', got {c.head!r}")
     if c.head == "relu" and c.generator != "relu":
         raise CellError(f"head 'relu' needs generator 'relu' (it draws V), got {c.generator!r}")
+
+
+def _constraint_rows(c: Cell) -> int:
+    """Rows of the largest SVM constraint system of a cell (SCIENCE.md section 4)."""
+    if c.attention in ("sequence", "causal"):
+        return c.n * c.T * (c.T - 1)  # one query per token
+    return c.n * (c.T - 1)
+
+
+def predicted_bytes(c: Cell, batch: int = 1) -> int:
+    """Predicted peak memory (bytes) of training ``batch`` seeds of ``c`` and solving its SVMs.
+
+    An order-of-magnitude model from the sizes alone (SCIENCE.md sections 1-4), used to refuse
+    absurd cells before anything is allocated: training holds per seed the data ``(n, T, d)``,
+    a few copies of the parameters (``d x d`` for W, ``2 d x m`` for KQ) and the checkpointed
+    trajectory ``(C, d, d)`` plus softmax ``(C, n, T)``; the SVM solvers build dense constraint
+    matrices of ``rows x d^2`` (rows = n (T - 1), or n T (T - 1) for sequence attention).
+    """
+    d, n, T = c.d, c.n, c.T
+    floats = 4 * n * T * d * batch  # data, labels, scores, softmax of the current step
+    if c.train:
+        params = d * d if c.param == "W" else 2 * d * c.inner_dim + d * d
+        n_ckpt = min(c.checkpoint_count, c.iterations) + 1
+        if c.task == "regpath":
+            n_ckpt = c.checkpoint_count + 1
+        floats += batch * (6 * params + n_ckpt * (d * d + n * T))
+    floats += 3 * _constraint_rows(c) * d * d + 10 * d * d
+    return 8 * floats
+
+
+def predicted_seconds(c: Cell, batch: int = 1) -> float:
+    """Rough CPU seconds per cell when ``batch`` seeds train together (a planning estimate).
+
+    Training costs ~ iterations x n T d^2 (d m for KQ) flops with a per-step overhead shared by
+    the batch; the SVM solves grow with (n T)^1.5 d. The constants are rough (the paper's
+    config is predicted at ~1.5 CPU-hours; BENCHMARKS.md measures it much faster): they size
+    job runtimes and trigger warnings, nothing more.
+    """
+    train = 0.0
+    if c.train:
+        inner = c.d if c.param == "W" else c.inner_dim
+        train = 2e-7 * c.iterations * c.n * c.T * c.d * inner
+        train = max(train, 2e-5 * c.iterations / max(batch, 1) * 4)
+        if c.task == "regpath":  # ``iterations`` projected steps per radius
+            train *= c.checkpoint_count
+    solve = 0.05 + 1e-6 * (c.n * c.T) ** 1.5 * c.d
+    return train + 2 * solve
+
+
+def machine_memory_bytes() -> int | None:
+    """Physical memory of this machine in bytes (None where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+#: ``attnsvm run-cell`` warns above this predicted run time (seconds)
+RUN_CELL_WARN_SECONDS = 600.0
+
+
+def check_run_cost(c: Cell, memory_bytes: int | None = None) -> str | None:
+    """Refuse a cell predicted not to fit in memory; a warning if it is predicted to be slow.
+
+    ``memory_bytes``: the memory available (default: this machine's physical memory). Raises
+    :class:`CellError` naming the sizes; returns a warning text above RUN_CELL_WARN_SECONDS.
+    """
+    need = predicted_bytes(c)
+    have = machine_memory_bytes() if memory_bytes is None else memory_bytes
+    if have is not None and need > have:
+        raise CellError(
+            f"d={c.d}, n={c.n}, T={c.T} (checkpoint_count={c.checkpoint_count}) is predicted to "
+            f"need {format_bytes(need)} of memory, more than this machine's {format_bytes(have)}"
+        )
+    secs = predicted_seconds(c)
+    if secs > RUN_CELL_WARN_SECONDS:
+        return (
+            f"iterations={c.iterations}, d={c.d}, n={c.n}, T={c.T}: predicted to take about "
+            f"{secs / 60:.0f} minutes (Ctrl-C stops it)"
+        )
+    return None
+
+
+def format_bytes(n: float) -> str:
+    """``745.1 GiB``: a byte count for messages."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

@@ -85,22 +85,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _check_config(path: str) -> int:
     """Parse and validate a config file; name the file, line and key of the first problem."""
-    import yaml
-
-    from attnsvm.grid import ConfigError
+    from attnsvm.config_io import load_config_file
+    from attnsvm.grid import ConfigError, describe_cost
     from attnsvm.workflow_plan import Plan
 
     try:
-        with open(path) as fh:
-            raw = yaml.safe_load(fh)
-    except OSError as err:
-        print(f"attnsvm: error: cannot read {path}: {err.strerror}", file=sys.stderr)
-        return 2
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err)
-        print(f"attnsvm: error: {path} is not valid YAML{where}: {problem}", file=sys.stderr)
+        raw = load_config_file(path)
+    except ConfigError as err:
+        print(f"attnsvm: error: {err}", file=sys.stderr)
         return 2
     try:
         plan = Plan.from_config(raw)
@@ -108,31 +100,34 @@ def _check_config(path: str) -> int:
         print(f"attnsvm: error: {path}: {err}", file=sys.stderr)
         return 2
     for name, exp in plan.experiments.items():
-        print(
-            f"{name}: {exp.n_cells} cells in {len(plan.blocks(name))} blocks, "
-            f"figures {', '.join(exp.figures) or '-'}"
-        )
+        print(f"{name}: {describe_cost(exp)}, figures {', '.join(exp.figures) or '-'}")
     for warning in plan.cost_warnings(local=True, cores=None):
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
     return 0
 
 
 def _run_cell(args: argparse.Namespace) -> int:
+    from attnsvm.cell import check_run_cost
+
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(Cell)}
     try:
         cell = Cell(**values)
+        warning = check_run_cost(cell)
     except CellError as err:
         print(f"attnsvm: error: {err}", file=sys.stderr)
         return 2
     from attnsvm.device import DeviceUnavailableError, resolve_device
-    from attnsvm.report_text import cell_summary, cell_summary_dict
-    from attnsvm.run import run_cells
 
     try:
         resolve_device(args.device)  # before any work: no GPU for --device cuda is one line
     except (ValueError, DeviceUnavailableError) as err:
         print(f"attnsvm: error: {err}", file=sys.stderr)
         return 2
+    if warning:
+        print(f"attnsvm: warning: {warning}", file=sys.stderr)
+    from attnsvm.report_text import cell_summary, cell_summary_dict
+    from attnsvm.run import run_cells
+
     (res,) = run_cells([cell], device=args.device)
     if args.json:
         print(json.dumps(cell_summary_dict(res), indent=2, default=float))

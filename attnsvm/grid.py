@@ -10,22 +10,55 @@ seeds leaves every existing full block's name and cells unchanged.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import difflib
+import hashlib
 import itertools
+import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from attnsvm.cell import Cell, CellError
+from attnsvm.cell import (
+    MAX_SEED,
+    Cell,
+    CellError,
+    format_bytes,
+    predicted_bytes,
+    predicted_seconds,
+)
 
 CELL_FIELDS = tuple(f.name for f in dataclasses.fields(Cell))
 EXPERIMENT_KEYS = ("description", "figures", "fixed", "grid", "seeds", "block_size")
-TOP_KEYS = ("results", "device", "threads", "mem_mb", "block_size", "max_cells", "experiments")
+TOP_KEYS = (
+    *("results", "device", "threads", "mem_mb", "block_size", "max_cells", "max_blocks"),
+    "experiments",
+)
 FIGURES = (
     *("e1", "e2", "e3", "e4", "e5", "e6"),
     *("phase", "rank_gd", "rank_m", "attention", "regpath", "optimizer"),
 )
 DEFAULT_BLOCK_SIZE = 64
+DEFAULT_MEM_MB = 4000
+#: Limits that keep planning bounded (issue 17; README "Configuration", config/README.md).
+#: ``max_cells`` defaults to DEFAULT_MAX_CELLS (the paper's sweep has ~11,000 cells).
+DEFAULT_MAX_CELLS = 100_000
+#: ``max_blocks`` (jobs) defaults to DEFAULT_MAX_BLOCKS: Snakemake plans ~250 jobs per CPU
+#: second (5000 blocks: 19 s CPU for ``snakemake -n``), the paper's sweep has 109 blocks, and
+#: max_cells cells in full blocks of the default size make 1563
+DEFAULT_MAX_BLOCKS = 2_000
+MAX_BLOCK_SIZE = 10_000
+MAX_THREADS = 4096
+MAX_MEM_MB = 2**40
+#: YAML values (scalars, lists and mappings, every alias counted again) in a whole config
+MAX_CONFIG_NODES = 200_000
+MAX_NAME_LENGTH = 100
+#: longest block name kept readable; longer ones are shortened with a digest (file names
+#: may have at most 255 bytes)
+MAX_BLOCK_NAME = 200
+_SCALARS = (str, int, float, bool, type(None))
 
 
 class ConfigError(ValueError):
@@ -53,7 +86,7 @@ class Experiment:
     name: str
     fixed: dict[str, Any]
     axes: dict[str, list[Any]]
-    seeds: list[int]
+    seeds: Sequence[int]  # sorted; a range for ``seeds: N`` (never enumerated to count it)
     figures: list[str]
     block_size: int
     description: str = ""
@@ -80,10 +113,28 @@ class Experiment:
 
     @property
     def n_cells(self) -> int:
-        total = len(self.seeds)
-        for vals in self.axes.values():
-            total *= len(vals)
-        return total
+        """Cells of the experiment, from the lengths of its axes and seeds (nothing is built)."""
+        return len(self.seeds) * math.prod(len(v) for v in self.axes.values())
+
+    def predicted_cost(self) -> tuple[int, float]:
+        """Predicted peak bytes of the largest block and CPU seconds of all cells.
+
+        From one cell per grid point (:func:`attnsvm.cell.predicted_bytes`,
+        :func:`attnsvm.cell.predicted_seconds`); no block is built.
+        """
+        batch = min(self.block_size, len(self.seeds))
+        most, seconds = 0, 0.0
+        for point in self.points():
+            cell = self.cell(point, self.seeds[0])
+            most = max(most, predicted_bytes(cell, batch))
+            seconds += predicted_seconds(cell, batch) * len(self.seeds)
+        return most, seconds
+
+    @property
+    def n_blocks(self) -> int:
+        """Blocks of the experiment (grid points x ceil(seeds / block_size))."""
+        per_point = -(-len(self.seeds) // self.block_size)
+        return per_point * math.prod(len(v) for v in self.axes.values())
 
 
 _FLOAT_FIELDS = {f.name for f in dataclasses.fields(Cell) if f.type in ("float", float)}
@@ -105,11 +156,76 @@ def _fmt_value(v: Any) -> str:
     return str(v)
 
 
-def block_name(point: tuple[tuple[str, Any], ...], seeds: list[int]) -> str:
-    """``d=10_param=KQ_seeds=0-63``: readable, stable under insertion of other axis values."""
+def block_name(point: tuple[tuple[str, Any], ...], seeds: Sequence[int]) -> str:
+    """``d=10_param=KQ_seeds=0-63``: readable, stable under insertion of other axis values.
+
+    Snakemake can always match it: it never contains ``/``, and it ends in the seed range,
+    whose numbers have at most 19 digits (seeds <= 2**63 - 1), so no suffix of it repeats 20
+    times (Snakemake's PeriodicWildcardError). A name longer than MAX_BLOCK_NAME characters
+    (many axes, long values) keeps its first part and the seed range around a digest of the
+    whole name, so it fits in a file name and stays unique.
+    """
     parts = [f"{k}={_fmt_value(v)}" for k, v in point]
-    parts.append(f"seeds={seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"seeds={seeds[0]}")
-    return "_".join(parts)
+    tail = f"seeds={seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"seeds={seeds[0]}"
+    name = "_".join([*parts, tail]).replace("/", "%2F")
+    if len(name) > MAX_BLOCK_NAME:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+        keep = MAX_BLOCK_NAME - len(tail) - len(digest) - 4
+        name = f"{name[:keep]}_h={digest}_{tail}"
+    return name
+
+
+_PERIODIC = re.compile(r"(.+?)\1{19,}$")
+
+
+def _check_name(name: Any) -> str:
+    """An experiment name: a directory and a Snakemake wildcard value."""
+    if (
+        not isinstance(name, str)
+        or not name
+        or not name.replace("_", "").replace("-", "").isalnum()
+        or not name.isascii()
+    ):
+        raise ConfigError(
+            f"config: experiment name {name!r} must use letters, digits, '_' and '-' only"
+        )
+    if len(name) > MAX_NAME_LENGTH:
+        raise ConfigError(
+            f"config: experiment name {name[:20]!r}... has {len(name)} characters, "
+            f"at most {MAX_NAME_LENGTH}"
+        )
+    m = _PERIODIC.search(name)
+    if m:
+        raise ConfigError(
+            f"config: experiment name {name!r} ends in {m.group(1)!r} repeated "
+            f"{len(m.group(0)) // len(m.group(1))} times, which Snakemake cannot match "
+            "(PeriodicWildcardError); choose another name"
+        )
+    return name
+
+
+def check_config_size(config: Any, limit: int = MAX_CONFIG_NODES) -> None:
+    """Refuse a config with more than ``limit`` YAML values, counting every alias again.
+
+    YAML aliases share objects, so a small file can describe a structure with billions of
+    values ("billion laughs"); this walk stops after ``limit`` values, in well under a second,
+    before anything walks the whole structure.
+    """
+    stack = [config]
+    count = 0
+    while stack:
+        obj = stack.pop()
+        count += 1
+        if count > limit:
+            raise ConfigError(
+                f"config: more than {limit:,} values (YAML aliases counted each time they are "
+                "used); a config this large is a mistake or an alias bomb".replace(",", "_")
+            )
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            stack.extend(obj)
 
 
 def _hint(key: str, allowed: tuple[str, ...] | list[str]) -> str:
@@ -123,119 +239,218 @@ def _unknown(where: str, key: str, allowed: tuple[str, ...]) -> ConfigError:
     )
 
 
-def _check_int(where: str, key: str, value: Any, minimum: int) -> int:
+def _check_int(where: str, key: str, value: Any, minimum: int, maximum: int | None = None) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(f"{where}: '{key}' must be an integer >= {minimum}, got {value!r}")
+        raise ConfigError(f"{where}: '{key}' must be an integer >= {minimum}, got {_short(value)}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{where}: '{key}' must be at most {maximum}, got {value!r}")
     return value
 
 
-def parse_seeds(where: str, seeds: Any) -> list[int]:
-    """``seeds``: a count N (seeds 0..N-1) or a list of distinct non-negative integers."""
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr`` of a YAML value for a message, cut to ``limit`` characters (never walks it all)."""
+    if not isinstance(value, _SCALARS):
+        return f"a {type(value).__name__}"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def parse_seeds(where: str, seeds: Any) -> Sequence[int]:
+    """``seeds``: a count N (seeds 0..N-1) or a list of distinct integers in [0, 2**63 - 1].
+
+    A count becomes a ``range``, so counting the cells of ``seeds: 10**12`` costs nothing.
+    """
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         if seeds < 1:
             raise ConfigError(f"{where}: 'seeds' as a count must be >= 1, got {seeds}")
-        return list(range(seeds))
+        if seeds > MAX_SEED + 1:
+            raise ConfigError(f"{where}: 'seeds' as a count must be at most 2**63, got {seeds}")
+        return range(seeds)
     if not isinstance(seeds, list) or not seeds:
         raise ConfigError(
-            f"{where}: 'seeds' must be a positive count or a non-empty list, got {seeds!r}"
+            f"{where}: 'seeds' must be a positive count or a non-empty list, got {_short(seeds)}"
         )
     for s in seeds:
         if not isinstance(s, int) or isinstance(s, bool) or s < 0:
-            raise ConfigError(f"{where}: seeds must be non-negative integers, got {s!r}")
-    dup = sorted({s for s in seeds if seeds.count(s) > 1})
+            raise ConfigError(f"{where}: seeds must be non-negative integers, got {_short(s)}")
+        if s > MAX_SEED:
+            raise ConfigError(
+                f"{where}: seed {s} is too large: seeds are stored as int64, at most "
+                f"2**63 - 1 = {MAX_SEED}"
+            )
+    dup = sorted(s for s, k in collections.Counter(seeds).items() if k > 1)
     if dup:
-        raise ConfigError(f"{where}: duplicate seeds {dup}")
+        raise ConfigError(f"{where}: duplicate seeds {dup[:10]}")
     return sorted(seeds)
 
 
-def parse_experiment(name: str, raw: Any, default_block_size: int) -> Experiment:
-    """Validate one experiment entry and every cell it describes (errors name key and value)."""
+def _scalar(where: str, key: str, value: Any) -> Any:
+    if not isinstance(value, _SCALARS):
+        raise ConfigError(f"{where}: '{key}' must be a single value, got {_short(value)}")
+    return value
+
+
+def _parse_shape(name: str, raw: Any, default_block_size: int) -> Experiment:
+    """Check an experiment's keys, axes and seeds; its cells are not built yet."""
     where = f"experiment '{name}'"
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: must be a mapping, got {type(raw).__name__}")
     for key in raw:
         if key not in EXPERIMENT_KEYS:
-            raise _unknown(where, key, EXPERIMENT_KEYS)
+            raise _unknown(where, _short(key, 40).strip("'"), EXPERIMENT_KEYS)
     fixed = raw.get("fixed") or {}
     grid = raw.get("grid") or {}
-    if isinstance(fixed, dict):
-        fixed = {k: _coerce(k, v) for k, v in fixed.items()}
     for part, mapping in (("fixed", fixed), ("grid", grid)):
         if not isinstance(mapping, dict):
-            raise ConfigError(f"{where}: '{part}' must be a mapping, got {mapping!r}")
+            raise ConfigError(f"{where}: '{part}' must be a mapping, got {_short(mapping)}")
         for key in mapping:
             if key == "seed":
                 raise ConfigError(f"{where}: set seeds with 'seeds', not '{part}.seed'")
             if key not in CELL_FIELDS:
-                raise _unknown(f"{where}.{part}", key, CELL_FIELDS)
+                raise _unknown(f"{where}.{part}", _short(key, 40).strip("'"), CELL_FIELDS)
+    fixed = {k: _coerce(k, _scalar(f"{where}.fixed", k, v)) for k, v in fixed.items()}
     axes: dict[str, list[Any]] = {}
     for key, values in grid.items():
         if key in fixed:
             raise ConfigError(f"{where}: '{key}' is both fixed and a grid axis")
         if not isinstance(values, list):
             values = [values]
-        values = [_coerce(key, v) for v in values]
+        values = [_coerce(key, _scalar(f"{where}.grid", key, v)) for v in values]
         if not values:
             raise ConfigError(f"{where}: grid axis '{key}' is empty")
-        seen = [repr(v) for v in values]
-        dup = sorted({s for s in seen if seen.count(s) > 1})
+        seen = collections.Counter(repr(v) for v in values)
+        dup = sorted(s for s, k in seen.items() if k > 1)
         if dup:
-            raise ConfigError(f"{where}: grid axis '{key}' has duplicate values {', '.join(dup)}")
+            raise ConfigError(
+                f"{where}: grid axis '{key}' has duplicate values {', '.join(dup[:10])}"
+            )
         axes[key] = values
     seeds = parse_seeds(where, raw.get("seeds", 1))
     figures = raw.get("figures") or []
     if not isinstance(figures, list):
         figures = [figures]
     for fig in figures:
-        if fig not in FIGURES:
+        if not isinstance(fig, str) or fig not in FIGURES:
             raise ConfigError(
-                f"{where}: unknown figure {fig!r}{_hint(str(fig), FIGURES)} "
+                f"{where}: unknown figure {_short(fig)}{_hint(str(fig), FIGURES)} "
                 f"(allowed: {', '.join(FIGURES)})"
             )
-    block_size = _check_int(where, "block_size", raw.get("block_size", default_block_size), 1)
-    exp = Experiment(
-        name, dict(fixed), axes, seeds, list(figures), block_size, str(raw.get("description", ""))
+    block_size = _check_int(
+        where, "block_size", raw.get("block_size", default_block_size), 1, MAX_BLOCK_SIZE
     )
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError(f"{where}: 'description' must be text, got {_short(description)}")
+    return Experiment(name, dict(fixed), axes, seeds, list(figures), block_size, description)
+
+
+def _check_cells(exp: Experiment, mem_mb: int | None) -> Experiment:
+    """Build and validate one cell per grid point; refuse a block predicted not to fit.
+
+    Called only once the grid's size is known to be within ``max_cells``.
+    """
+    where = f"experiment '{exp.name}'"
+    batch = min(exp.block_size, len(exp.seeds))
+    worst: tuple[int, tuple] = (0, ())
     for point in exp.points():  # every cell must be valid before any job starts
+        at = " at " + ", ".join(f"{k}={v!r}" for k, v in point) if point else ""
         try:
-            exp.cell(point, seeds[0])
+            cell = exp.cell(point, exp.seeds[0])
         except CellError as err:
-            at = ", ".join(f"{k}={v!r}" for k, v in point)
-            raise ConfigError(f"{where}{' at ' + at if at else ''}: {err}") from None
+            raise ConfigError(f"{where}{at}: {err}") from None
         except TypeError as err:
             raise ConfigError(f"{where}: {err}") from None
-    return exp
+        worst = max(worst, (predicted_bytes(cell, batch), point))
+    if mem_mb is not None and worst[0] > mem_mb * 2**20:
+        at = " at " + ", ".join(f"{k}={v!r}" for k, v in worst[1]) if worst[1] else ""
+        raise ConfigError(
+            f"{where}{at}: a block of {batch} cells is predicted to need "
+            f"{format_bytes(worst[0])}, more than mem_mb={mem_mb} "
+            f"({format_bytes(mem_mb * 2**20)}) per block job; lower d, n, T, "
+            "checkpoint_count or block_size, or raise mem_mb"
+        )
+    return dataclasses.replace(exp, seeds=list(exp.seeds))
+
+
+def parse_experiment(
+    name: str, raw: Any, default_block_size: int, mem_mb: int | None = None
+) -> Experiment:
+    """Validate one experiment entry and every cell it describes (errors name key and value).
+
+    Refuses more than DEFAULT_MAX_CELLS cells before building any; ``mem_mb``: refuse a block
+    predicted to need more memory (MB).
+    """
+    exp = _parse_shape(name, raw, default_block_size)
+    _check_max_cells(exp.n_cells, DEFAULT_MAX_CELLS, default=True)
+    return _check_cells(exp, mem_mb)
+
+
+def _check_max_cells(total: int, limit: int, default: bool) -> None:
+    if total > limit:
+        how = (
+            f"more than the default max_cells={limit}; set max_cells higher"
+            if default
+            else f"more than max_cells={limit}; raise max_cells"
+        )
+        raise ConfigError(
+            f"config: the grid has {total} cells, {how} if this is intended "
+            "(a typo like 'seeds: 100000'?)"
+        )
+
+
+def describe_cost(exp: Experiment) -> str:
+    """``16 cells in 2 blocks, largest block ~1.2 MiB, ~0.01 CPU-hours`` (predicted)."""
+    most, seconds = exp.predicted_cost()
+    return (
+        f"{exp.n_cells} cells in {exp.n_blocks} blocks, largest block ~{format_bytes(most)}, "
+        f"~{seconds / 3600:.2g} CPU-hours predicted"
+    )
+
+
+def check_results(value: Any) -> str:
+    """``results``: a non-empty directory path."""
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        raise ConfigError(
+            f"config: 'results' must be a non-empty directory path, got {_short(value)}"
+        )
+    return value
 
 
 def parse_config(config: Any) -> dict[str, Experiment]:
-    """Validate a whole sweep config (top-level keys, experiments, cells) into experiments."""
+    """Validate a whole sweep config (top-level keys, experiments, cells) into experiments.
+
+    Work is bounded whatever the input (issue 17): the config's size is checked first, the
+    cells and blocks are counted from the axes' lengths and checked against ``max_cells`` and
+    ``max_blocks`` (defaults DEFAULT_MAX_CELLS, DEFAULT_MAX_BLOCKS) before any is built, and
+    the largest block's predicted memory against ``mem_mb``.
+    """
+    check_config_size(config)
     if not isinstance(config, dict):
         raise ConfigError(f"config must be a mapping, got {type(config).__name__}")
     for key in config:
         if key not in TOP_KEYS:
-            raise _unknown("config", key, TOP_KEYS)
-    block_size = _check_int("config", "block_size", config.get("block_size", DEFAULT_BLOCK_SIZE), 1)
+            raise _unknown("config", _short(key, 40).strip("'"), TOP_KEYS)
+    block_size = _check_int(
+        "config", "block_size", config.get("block_size", DEFAULT_BLOCK_SIZE), 1, MAX_BLOCK_SIZE
+    )
     exps = config.get("experiments")
     if not isinstance(exps, dict) or not exps:
         raise ConfigError("config: 'experiments' must be a non-empty mapping of named experiments")
+    check_results(config.get("results", "results"))
     device = config.get("device", "auto")
     if device not in ("auto", "cpu", "cuda"):
-        raise ConfigError(f"config: 'device' must be one of auto, cpu, cuda, got {device!r}")
-    _check_int("config", "threads", config.get("threads", 1), 1)
-    _check_int("config", "mem_mb", config.get("mem_mb", 4000), 100)
-    out = {}
-    for name, raw in exps.items():
-        if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
-            raise ConfigError(
-                f"config: experiment name {name!r} must use letters, digits, '_' and '-' only"
-            )
-        out[name] = parse_experiment(name, raw, block_size)
-    if "max_cells" in config:
-        limit = _check_int("config", "max_cells", config["max_cells"], 1)
-        total = sum(e.n_cells for e in out.values())
-        if total > limit:
-            raise ConfigError(
-                f"config: the grid has {total} cells, more than max_cells={limit}; "
-                "raise max_cells if this is intended"
-            )
-    return out
+        raise ConfigError(f"config: 'device' must be one of auto, cpu, cuda, got {_short(device)}")
+    _check_int("config", "threads", config.get("threads", 1), 1, MAX_THREADS)
+    mem_mb = _check_int("config", "mem_mb", config.get("mem_mb", DEFAULT_MEM_MB), 100, MAX_MEM_MB)
+    limit = _check_int("config", "max_cells", config.get("max_cells", DEFAULT_MAX_CELLS), 1)
+    max_blocks = _check_int("config", "max_blocks", config.get("max_blocks", DEFAULT_MAX_BLOCKS), 1)
+    shapes = [_parse_shape(_check_name(name), raw, block_size) for name, raw in exps.items()]
+    _check_max_cells(sum(e.n_cells for e in shapes), limit, "max_cells" not in config)
+    n_blocks = sum(e.n_blocks for e in shapes)
+    if n_blocks > max_blocks:
+        default = "the default " if "max_blocks" not in config else ""
+        raise ConfigError(
+            f"config: the grid has {n_blocks} blocks (workflow jobs), more than "
+            f"{default}max_blocks={max_blocks}; raise block_size (seeds per job) or max_blocks"
+        )
+    return {e.name: _check_cells(e, mem_mb) for e in shapes}

@@ -19,11 +19,11 @@ def status_rows(summary: xr.Dataset) -> tuple[list[str], list[list[str]]]:
     """Header and rows: one row per grid point with counts per cell status and convergence."""
     cs = summary["count_status"]
     axes = [d for d in cs.dims if d != "status"]
-    table = cs.to_series().unstack("status")[list(codes.CELL_STATUS)]
+    table = _by(cs, "status")[list(codes.CELL_STATUS)]
     header = list(axes) + list(codes.CELL_STATUS)
     conv = summary.get("count_convergence")
     if conv is not None:
-        ct = conv.to_series().unstack("convergence")[list(codes.CONVERGENCE)]
+        ct = _by(conv, "convergence")[list(codes.CONVERGENCE)]
         ct.columns = [f"conv:{c}" for c in codes.CONVERGENCE]
         table = table.join(ct)
         header += list(ct.columns)
@@ -32,6 +32,16 @@ def status_rows(summary: xr.Dataset) -> tuple[list[str], list[list[str]]]:
         key = list(idx) if isinstance(idx, tuple) else ([idx] if axes else [])
         rows.append([str(k) for k in key] + [str(int(v)) for v in values])
     return header, rows
+
+
+def _by(counts: xr.DataArray, dim: str):
+    """Counts as a table: one row per grid point, one column per value of ``dim``."""
+    series = counts.to_series()
+    if counts.ndim == 1:  # an experiment without grid axes: a single row
+        frame = series.to_frame().T
+        frame.index = [0]
+        return frame
+    return series.unstack(dim)
 
 
 def write_status_table(summary_path: str | os.PathLike, out: str | os.PathLike) -> Path:
@@ -67,8 +77,16 @@ def write_status_table(summary_path: str | os.PathLike, out: str | os.PathLike) 
             parts.append(f"<tr><td>{html.escape(str(name))}</td>{cells}</tr>")
         parts.append("</table>")
     parts.append("</body></html>")
+    return write_text_atomic(out, "\n".join(parts))
+
+
+def write_text_atomic(out: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``out`` through a unique temporary file and a rename, so a reader (or
+    another workflow writing the same file) never sees a partial file."""
     out = Path(out)
-    out.write_text("\n".join(parts))
+    tmp = out.with_name(f".{out.name}.partial-{socket.gethostname()}-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, out)
     return out
 
 
@@ -150,11 +168,10 @@ def scan_experiment(exp_dir: Path, plan: dict[str, int] | None = None) -> dict:
 
 def plan_from_configfile(configfile: str | os.PathLike) -> tuple[str, dict[str, dict[str, int]]]:
     """Results dir and planned blocks ``{experiment: {block: cells}}`` of a config file."""
-    import yaml
-
+    from attnsvm.config_io import load_config_file
     from attnsvm.workflow_plan import Plan
 
-    plan = Plan.from_config(yaml.safe_load(Path(configfile).read_text()))
+    plan = Plan.from_config(load_config_file(configfile))
     blocks = {
         exp: {name: len(b.cells) for name, b in plan.blocks(exp).items()}
         for exp in plan.experiments

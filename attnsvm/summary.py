@@ -11,6 +11,7 @@ point: ``count_status`` (dim ``status``), ``count_convergence`` and ``share_conv
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +84,7 @@ def write_summary(sweep_path: str | os.PathLike, out: str | os.PathLike) -> Path
     sweep = xr.open_zarr(sweep_path).load()
     ds = summarize(sweep)
     out = Path(out)
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    tmp = out.with_name(f".{out.name}.partial-{socket.gethostname()}-{os.getpid()}")
     ds.to_netcdf(tmp)
     os.replace(tmp, out)
     return out

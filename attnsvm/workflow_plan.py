@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnsvm.cell import predicted_seconds
 from attnsvm.grid import Block, Experiment, parse_config
 
 
@@ -44,13 +45,7 @@ class Paths:
 
 def estimate_cell_seconds(block: Block) -> float:
     """Rough CPU seconds per cell, used for job runtimes and remaining-time estimates."""
-    c = block.cells[0]
-    train = 0.0
-    if c.train:
-        train = 2e-7 * c.iterations * c.n * c.T * c.d * (c.d if c.param == "W" else c.inner_dim)
-        train = max(train, 2e-5 * c.iterations / max(len(block.cells), 1) * 4)
-    solve = 0.05 + 1e-6 * (c.n * c.T) ** 1.5 * c.d
-    return train + 2 * solve
+    return predicted_seconds(block.cells[0], len(block.cells))
 
 
 JOB_STARTUP_SECONDS = 3.0
@@ -142,6 +137,28 @@ class Plan:
             for fig in exp.figures:
                 out += [self.paths.figure(name, fig, "pdf"), self.paths.figure(name, fig, "png")]
         return out
+
+
+def lock_results(plan: Plan) -> None:
+    """Workflow start: take the plan's experiment directories (see :mod:`attnsvm.run_lock`).
+
+    Another live workflow on one of them ends this one with its message and no traceback.
+    """
+    from attnsvm.run_lock import ResultsInUseError, lock_experiments
+
+    try:
+        lock_experiments(plan.results, plan.experiments)
+    except ResultsInUseError as err:
+        from snakemake.exceptions import WorkflowError
+
+        raise WorkflowError(f"attnsvm: {err}") from None
+
+
+def unlock_results(plan: Plan) -> None:
+    """Workflow end (success or error): release the locks this process took."""
+    from attnsvm.run_lock import unlock_experiments
+
+    unlock_experiments(plan.results, plan.experiments)
 
 
 def experiment_from_json(text: str) -> Experiment:

@@ -64,6 +64,7 @@ def main() -> None:
         for N in args.blocks:
             exp = parse_config(
                 {
+                    "max_blocks": N,  # beyond the default limit on purpose
                     "experiments": {
                         "x": {
                             "fixed": {"n": 6, "T": 8, "d": 10, "iterations": 100},

@@ -50,6 +50,8 @@ def main() -> None:
             ds = list(range(2, 2 + points // 10))
             cfg = {
                 "block_size": args.block_size,
+                "max_cells": max(cells, 1),  # the sizes asked for, beyond the defaults
+                "max_blocks": max(cells // seeds * -(-seeds // args.block_size), 1),
                 "experiments": {
                     "big": {
                         "fixed": {"n": 6, "T": 8},

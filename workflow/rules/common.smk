@@ -5,10 +5,12 @@ import sys
 from snakemake.utils import validate
 
 import attnsvm
+from attnsvm.config_io import check_config_files
 from attnsvm.grid import ConfigError
-from attnsvm.workflow_plan import Plan
+from attnsvm.workflow_plan import Plan, lock_results, unlock_results
 
 try:
+    check_config_files(workflow.configfiles)  # what Snakemake's loader lets through
     PLAN = Plan.from_config(config)
 except ConfigError as err:
     sys.exit(f"attnsvm: config error: {err}")
@@ -46,3 +48,16 @@ def block_stores(wildcards):
 
 def experiment_settings(wildcards):
     return PLAN.experiment_config(wildcards.experiment)
+
+
+# One workflow at a time per experiment directory (not taken for a dry run).
+onstart:
+    lock_results(PLAN)
+
+
+onsuccess:
+    unlock_results(PLAN)
+
+
+onerror:
+    unlock_results(PLAN)
