@@ -123,6 +123,23 @@ def test_lint_format_and_style(repo):
         assert proc.returncode == 0, f"{cmd}: {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
 
 
+def test_plain_snakemake_uses_the_default_profile(tmp_path):
+    """``snakemake`` at the repository root picks up profiles/default (workflow/profiles/default)."""
+    wd = scratch_workflow(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n"],
+        cwd=wd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "workflow specific profile profiles/default" in proc.stderr
+    assert (wd / "profiles/default/profile.yaml").resolve() == (
+        wd / "workflow/profiles/default/profile.yaml"
+    ).resolve()
+
+
 def test_paper_config_dry_run(repo, tmp_path):
     wd = scratch_workflow(tmp_path)
     proc = snakemake(wd, "--configfile", "config/paper.yaml", "-n", "-q")
