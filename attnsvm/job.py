@@ -10,6 +10,7 @@ whole job (walltime, preemption, Ctrl-C) leaves no store, and the block is simpl
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from attnsvm.codes import PARTIAL_MARK
+
+logger = logging.getLogger(__name__)
 
 RUNNING_SUFFIX = ".running"
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -117,7 +120,13 @@ def _run(
             except (AttributeError, OSError, ValueError):
                 err = None  # e.g. pytest's capture: let the worker inherit our stderr
             cmd = [sys.executable, "-m", "attnsvm.block", spec_path]
+            logger.info("block %s: %d cell(s), starting the worker process", block, len(cells))
+            t0 = time.perf_counter()
             code = subprocess.call(cmd, env=env, stderr=err)
+            logger.info(
+                "block %s: worker exited with status %d after %.3f s (start-up included)",
+                *(block, code, time.perf_counter() - t0),
+            )
     finally:
         os.unlink(spec_path)
     if code == 0 and out.exists():

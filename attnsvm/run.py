@@ -8,6 +8,7 @@ is recorded in that cell's result (status and message); it never stops the other
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 import traceback
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from attnsvm import sequence as SEQ
 from attnsvm.cell import Cell
 from attnsvm.constraints import att_svm_constraints
 from attnsvm.data import Dataset, make_dataset, make_init, optimal_tokens, token_scores
+from attnsvm.logs import progress_bar
 from attnsvm.svm import (
     GenSVMResult,
     SVMResult,
@@ -29,6 +31,8 @@ from attnsvm.svm import (
     solve_nuclear,
     support_tokens,
 )
+
+log = logging.getLogger(__name__)
 
 CELL_STATUSES = ("ok", "nonfinite", "failed")
 """Cell status codes: ok; nonfinite (training produced NaN/inf, the run is frozen there);
@@ -71,20 +75,39 @@ def group_by_shape(cells: Sequence[Cell]) -> list[list[int]]:
     return list(groups.values())
 
 
-def run_cells(cells: Sequence[Cell], device: str = "auto") -> list[CellResult]:
+def run_cells(
+    cells: Sequence[Cell], device: str = "auto", progress: bool = False
+) -> list[CellResult]:
     """Train every cell (batched by shape on ``device``), solve its SVMs, compute its metrics.
 
     Returns one :class:`CellResult` per input cell, in input order. An SVM is solved once per
     distinct constraint set among the cells (:class:`SolveCache`): the W and KQ runs of one
-    seed share their data, and often their selected tokens.
+    seed share their data, and often their selected tokens. Each shape group logs its sizes
+    and the wall time of its stages (``attnsvm.run`` logger); ``progress`` shows progress bars
+    on stderr (training steps, then cells solved).
     """
     out: list[CellResult | None] = [None] * len(cells)
     cache = SolveCache()
-    for idx in group_by_shape(cells):
+    groups = group_by_shape(cells)
+    for g, idx in enumerate(groups, 1):
         group = [cells[i] for i in idx]
-        for i, res in zip(idx, _run_group(group, device, cache), strict=True):
+        c0 = group[0]
+        log.info(
+            "group %d/%d: %d cell(s) seeds %s, n=%d T=%d d=%d param=%s head=%s attention=%s "
+            "iterations=%d train=%s",
+            *(g, len(groups), len(group), _seed_range(group), c0.n, c0.T, c0.d, c0.param),
+            *(c0.head, c0.attention, c0.iterations if c0.train else 0, c0.train),
+        )
+        for i, res in zip(idx, _run_group(group, device, cache, progress), strict=True):
             out[i] = res
+    if cells:
+        log.info("SVM cache: %d of the solves reused an identical constraint set", cache.hits)
     return out  # type: ignore[return-value]
+
+
+def _seed_range(cells: Sequence[Cell]) -> str:
+    seeds = [c.seed for c in cells]
+    return str(seeds[0]) if len(seeds) == 1 else f"{min(seeds)}-{max(seeds)}"
 
 
 class SolveCache:
@@ -112,8 +135,11 @@ class SolveCache:
         return res
 
 
-def _run_group(cells: list[Cell], device: str, cache: SolveCache) -> list[CellResult]:
+def _run_group(
+    cells: list[Cell], device: str, cache: SolveCache, progress: bool = False
+) -> list[CellResult]:
     c0 = cells[0]
+    t_data = time.perf_counter()
     datasets = [make_dataset(c) for c in cells]
     masks: list[np.ndarray | None] = [None] * len(cells)
     if c0.attention in SEQ.SEQUENCE_ATTENTIONS:  # n T (example, query) pairs, SCIENCE.md §4
@@ -134,7 +160,12 @@ def _run_group(cells: list[Cell], device: str, cache: SolveCache) -> list[CellRe
     finite, bad_iter = np.ones(S, bool), -np.ones(S, np.int64)
     dev, train_seconds = "cpu", 0.0
     train_error = ""
+    log.info("stage data: %d dataset(s) in %.3f s", S, time.perf_counter() - t_data)
     if c0.train:
+        t_train = time.perf_counter()
+        bar = progress_bar(
+            progress and c0.task != "regpath", c0.iterations, f"train {c0.param} (S={S})", "step"
+        )
         try:
             from attnsvm.train import stack_batch, train_stacked
 
@@ -157,12 +188,23 @@ def _run_group(cells: list[Cell], device: str, cache: SolveCache) -> list[CellRe
                     **mask_kw,
                 )
             else:
-                tr = train_stacked(b, c0, device=device, **mask_kw)
+                extra = dict(mask_kw, progress=None if bar is None else bar.update)
+                tr = train_stacked(b, c0, device=device, **extra)
             Ws, sm, loss, wnorm = tr.W, tr.softmax, tr.loss, tr.wnorm
             finite, bad_iter, dev = tr.finite, tr.nonfinite_iteration, tr.device
             train_seconds = tr.seconds / S
         except Exception:  # recorded per cell below, never swallowed
             train_error = traceback.format_exc(limit=3)
+        finally:
+            if bar is not None:
+                bar.close()
+        log.info(
+            "stage train: %d seed(s) x %d step(s) on %s in %.3f s (%d non-finite)%s",
+            *(S, c0.iterations, dev, time.perf_counter() - t_train, int((~finite).sum())),
+            " FAILED" if train_error else "",
+        )
+    t_solve = time.perf_counter()
+    bar = progress_bar(progress, S, "SVMs + metrics", "cell")
     results = []
     for s, (cell, ds) in enumerate(zip(cells, datasets, strict=True)):
         opt = _optimal(ds, masks[s])
@@ -197,7 +239,25 @@ def _run_group(cells: list[Cell], device: str, cache: SolveCache) -> list[CellRe
                 limit=5
             )
         results.append(res)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    log.info(
+        "stage solve+metrics: %d cell(s) in %.3f s (SVMs %.3f s, metrics %.3f s); status %s",
+        *(S, time.perf_counter() - t_solve),
+        sum(r.timings.get("solve", 0.0) for r in results),
+        sum(r.timings.get("metrics", 0.0) for r in results),
+        ", ".join(f"{k} {v}" for k, v in _counts(r.status for r in results).items()),
+    )
     return results
+
+
+def _counts(values) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out
 
 
 def _optimal(ds: Dataset, mask: np.ndarray | None) -> np.ndarray:

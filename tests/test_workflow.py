@@ -70,6 +70,10 @@ def test_extend_sweep_computes_only_new_blocks(tmp_path):
     assert first.returncode == 0, first.stderr[-3000:]
     assert executed_jobs(first, "block") == 8
     sweep1 = xr.open_zarr(wd / "results/tiny/sweep.zarr").load()
+    block_log = (wd / "results/tiny/logs/block/d=3_param=W_seeds=0-1.log").read_text()
+    for stage in ("imports", "compute", "train", "solve+metrics", "dataset", "write"):
+        assert f"stage {stage}: " in block_log, block_log  # the rule's log names its stages
+    assert "stage collect: done in" in (wd / "results/tiny/logs/collect.log").read_text()
 
     again = snakemake(wd, "--configfile", "c.yaml")
     assert again.returncode == 0 and executed_jobs(again, "block") == 0
