@@ -32,12 +32,16 @@ def run_block(
     block: str = "",
     device: str = "auto",
     threads: int = 1,
+    job_started: float | None = None,
 ) -> Path:
     """Train and solve ``cells`` (SCIENCE.md sections 1-5) and write the block store to ``out``.
 
     The store records the cells and their digest, package versions, attnsvm commit, host,
     device, start/end time and per-stage timings. Per-cell failures are recorded as statuses.
+    ``job_started`` (Unix time) is when the workflow job began, before the worker's start-up:
+    ``attnsvm status`` estimates the remaining time from these wall times per job.
     """
+    job_started = time.time() if job_started is None else float(job_started)
     t_start = time.perf_counter()
     with stage(log, "imports"):
         import torch
@@ -66,6 +70,10 @@ def run_block(
         "torch_threads": int(threads),
         "started": start,
         "seconds_compute": compute,
+        "job_started": job_started,
+        "status_counts": json.dumps(
+            {s: sum(r.status == s for r in results) for s in sorted({r.status for r in results})}
+        ),
         "seconds_stages": {
             stage: float(sum(r.timings.get(stage, 0.0) for r in results))
             for stage in ("train", "solve", "metrics")
@@ -106,6 +114,7 @@ def _main(argv: list[str]) -> int:
         block=spec.get("block", ""),
         device=spec.get("device", "auto"),
         threads=spec.get("threads", 1),
+        job_started=spec.get("job_started"),
     )
     return 0
 

@@ -72,15 +72,16 @@ def run_job(
 
     Returns the path of the store: the worker's, or a failed-block store if it crashed.
     """
+    started = time.time()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_partials(out)
     claim = claim_path(out)
     claim.write_text(
-        json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()})
+        json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started})
     )
     try:
-        return _run(cells, out, experiment, block, device, threads, log)
+        return _run(cells, out, experiment, block, device, threads, log, started)
     finally:
         claim.unlink(missing_ok=True)
 
@@ -91,9 +92,17 @@ def claim_path(out: Path) -> Path:
 
 
 def _run(
-    cells, out: Path, experiment: str, block: str, device: str, threads: int, log: str | None
+    cells,
+    out: Path,
+    experiment: str,
+    block: str,
+    device: str,
+    threads: int,
+    log: str | None,
+    started: float,
 ) -> Path:
     spec = {
+        "job_started": started,
         "cells": list(cells),
         "out": str(out),
         "experiment": experiment,

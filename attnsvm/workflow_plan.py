@@ -102,6 +102,13 @@ class Plan:
         rank = len(self.experiments) - list(self.experiments).index(exp)
         return rank + (RESULTS_PRIORITY if results else 0)
 
+    def block_seconds(self, exp: str) -> dict[str, float]:
+        """Predicted seconds of every block job of ``exp``, start-up included (rough)."""
+        return {
+            name: estimate_cell_seconds(b) * len(b.cells) + JOB_STARTUP_SECONDS
+            for name, b in self._blocks[exp].items()
+        }
+
     def block_paths(self, exp: str) -> list[str]:
         return [self.paths.block(exp, b) for b in self._blocks[exp]]
 
