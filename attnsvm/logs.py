@@ -43,6 +43,25 @@ def log_to(path: str) -> None:
     ``attnsvm`` log records go to the rule's log file ``path``."""
     sys.stderr = open(path, "w", buffering=1)  # noqa: SIM115 - lives as long as the job
     configure(stream=sys.stderr)
+    logging.getLogger("attnsvm.logs").info("%s %.3f", JOB_START_MARK, time.time())
+
+
+JOB_START_MARK = "job log opened at unix time"
+"""First line of every rule's log: ``attnsvm status`` reads job start times from it."""
+
+
+def job_start_time(path: str) -> float | None:
+    """The Unix time at which :func:`log_to` opened the log ``path``, if it did."""
+    try:
+        with open(path) as fh:
+            first = fh.readline()
+    except OSError:
+        return None
+    _, mark, rest = first.partition(JOB_START_MARK)
+    try:
+        return float(rest.split()[0]) if mark else None
+    except (IndexError, ValueError):
+        return None
 
 
 @contextmanager

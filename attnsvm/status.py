@@ -207,12 +207,14 @@ def estimate_remaining(
     scans: dict[str, dict],
     predicted: dict[str, dict[str, float]],
     pending_results: dict[str, int],
+    result_jobs: list[tuple[float, float]] = (),
 ) -> dict:
     """Remaining wall time of a sweep, per experiment and overall, from measured job times.
 
     ``scans``: :func:`scan_experiment` per experiment; ``predicted``: the plan's relative
     cost of every block (:meth:`attnsvm.workflow_plan.Plan.block_seconds`); ``pending_results``:
-    collect / summarize / status / figure jobs not yet done per experiment.
+    collect / summarize / status / figure jobs not yet done per experiment; ``result_jobs``:
+    (start, end) of the finished ones (their mean wall time replaces ``RESULT_JOB_SECONDS``).
 
     Every finished block job measured its wall time, start-up included (job start to store
     written). A missing block is predicted as its planned cost times the measured / planned
@@ -232,6 +234,13 @@ def estimate_remaining(
                 intervals.append((a, b))
     every = [x for w in walls.values() for x in w]
     ratio_all = sum(w for w, _ in every) / sum(p for _, p in every) if every else 1.0
+    done_results = [(a, b) for a, b in result_jobs if b >= a]
+    result_s = (
+        sum(b - a for a, b in done_results) / len(done_results)
+        if done_results
+        else RESULT_JOB_SECONDS
+    )
+    intervals += done_results
     busy = sum(b - a for a, b in intervals)
     span = _union_length(intervals)
     parallel = max(1.0, busy / span) if span > 0 else 1.0
@@ -242,13 +251,14 @@ def estimate_remaining(
         plan = predicted.get(exp, {})
         running = set(r.get("running", []))
         work = sum(plan.get(b, 0.0) * (0.5 if b in running else 1.0) for b in r.get("missing", []))
-        per_exp[exp] = (ratio * work + pending_results.get(exp, 0) * RESULT_JOB_SECONDS) / parallel
+        per_exp[exp] = (ratio * work + pending_results.get(exp, 0) * result_s) / parallel
     return {
         "experiments": per_exp,
         "overall": float(sum(per_exp.values())),
         "parallel_jobs": parallel,
         "measured_jobs": len(every),
         "measured_over_planned": ratio_all,
+        "result_job_seconds": result_s,
     }
 
 
@@ -276,12 +286,39 @@ def _plan(configfile: str | os.PathLike):
     return Plan.from_config(yaml.safe_load(Path(configfile).read_text()))
 
 
+def _result_jobs(plan, exp: str) -> list[tuple[str, str]]:
+    """(log, output) of every result job of ``exp``: the paths of workflow/rules/*.smk."""
+    p, logs = plan.paths, f"{plan.paths.experiment(exp)}/logs"
+    jobs = [
+        (f"{logs}/collect.log", f"{p.sweep(exp)}/zarr.json"),
+        (f"{logs}/summarize.log", p.summary(exp)),
+        (f"{logs}/status_table.log", p.status_table(exp)),
+    ]
+    jobs += [
+        (f"{logs}/figure_{f}.log", p.figure(exp, f, "png")) for f in plan.experiments[exp].figures
+    ]
+    return jobs
+
+
+def _result_job_times(plan, exp: str) -> list[tuple[float, float]]:
+    """(start, end) of the finished result jobs of ``exp``: log opened, output written."""
+    from attnsvm.logs import job_start_time
+
+    out = []
+    for log, output in _result_jobs(plan, exp):
+        start = job_start_time(log)
+        try:
+            end = os.stat(output).st_mtime
+        except OSError:
+            continue
+        if start is not None and end >= start:
+            out.append((start, end))
+    return out
+
+
 def _pending_results(plan, exp: str) -> int:
     """Result jobs of ``exp`` (collect, summarize, status table, figures) not yet done."""
-    p = plan.paths
-    todo = [p.sweep(exp), p.summary(exp), p.status_table(exp)]
-    todo += [p.figure(exp, f, "png") for f in plan.experiments[exp].figures]
-    return sum(not Path(t).exists() for t in todo)
+    return sum(not Path(output).exists() for _, output in _result_jobs(plan, exp))
 
 
 def _fmt_seconds(sec: float) -> str:
@@ -332,6 +369,7 @@ def sweep_status(
             {e: report[e] for e in known},
             {e: plan.block_seconds(e) for e in known},
             {e: _pending_results(plan, e) for e in known},
+            [t for e in known for t in _result_job_times(plan, e)],
         )
         for e in known:
             report[e]["estimated_remaining_seconds"] = est["experiments"][e]

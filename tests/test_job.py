@@ -118,6 +118,9 @@ def test_block_log_names_stages_sizes_and_timings(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     text = log.read_text()
+    from attnsvm.logs import job_start_time
+
+    assert 0 < job_start_time(str(log)) <= log.stat().st_mtime  # what status reads
     assert "block b of experiment x: 2 cell(s)" in text
     assert "n=3 T=3 d=3 param=W" in text and "2 seed(s) x 20 step(s)" in text
     for name in ("imports", "compute", "train", "solve+metrics", "dataset", "write"):

@@ -52,6 +52,10 @@ def test_estimate_from_measured_wall_times_and_concurrency():
     assert est["experiments"]["a"] == pytest.approx((2 * 5.0 + RESULT_JOB_SECONDS) / 2)
     assert est["experiments"]["b"] == pytest.approx((2 * (3.0 + 2.0) + 3 * RESULT_JOB_SECONDS) / 2)
     assert est["overall"] == pytest.approx(sum(est["experiments"].values()))
+    # measured result jobs replace the assumed time (and count for the concurrency)
+    est = estimate_remaining(scans, planned, {"a": 1, "b": 3}, [(20.0, 26.0), (30.0, 32.0)])
+    assert est["result_job_seconds"] == pytest.approx(4.0)
+    assert est["parallel_jobs"] == pytest.approx((20 + 8) / 18)
 
 
 def test_scan_reads_counts_and_job_times_from_metadata_only(tmp_path, monkeypatch):
