@@ -43,14 +43,15 @@ def run_block(
     """
     job_started = time.time() if job_started is None else float(job_started)
     t_start = time.perf_counter()
+    cells = [c if isinstance(c, Cell) else Cell.from_dict(c) for c in cells]
     with stage(log, "imports"):
-        import torch
-
         from attnsvm.block_store import results_to_dataset, write_atomic
         from attnsvm.run import run_cells
 
-    torch.set_num_threads(max(1, int(threads)))
-    cells = [c if isinstance(c, Cell) else Cell.from_dict(c) for c in cells]
+        if any(c.train for c in cells):  # SVM-only blocks (E3) do not need torch at all
+            import torch
+
+            torch.set_num_threads(max(1, int(threads)))
     log.info(
         "block %s of experiment %s: %d cell(s), device %s, %d torch thread(s), out %s",
         *(block or "-", experiment or "-", len(cells), device, int(threads), out),

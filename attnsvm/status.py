@@ -6,6 +6,7 @@ import html
 import json
 import os
 import socket
+import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -94,8 +95,20 @@ def _claim_state(claim: Path) -> str:
     return "running"
 
 
+def _claim_started(claim: Path) -> float | None:
+    """When the job holding a claim started (Unix time), if the claim says."""
+    try:
+        return float(json.loads(claim.read_text())["started"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 DEFAULT_CONFIGFILE = "config/config.yaml"
 """The config ``attnsvm status`` reads without ``--configfile`` (Snakemake's default too)."""
+BRIDGE_SECONDS = 30.0
+"""Gaps between jobs shorter than this count as the sweep's time (Snakemake's own work,
+interpreter start-up before a job's log opens, other load); longer ones are idle time between
+runs and do not (see :func:`estimate_remaining`)."""
 RESULT_JOB_SECONDS = 4.0
 """Assumed wall time of one collect / summarize / status_table / figure job (start-up
 included) until the results of an experiment exist; see :func:`estimate_remaining`."""
@@ -143,6 +156,7 @@ def scan_experiment(exp_dir: Path, plan: dict[str, int] | None = None) -> dict:
     blocks_dir = exp_dir / "blocks"
     done: dict[str, float] = {}
     jobs: dict[str, list[float]] = {}
+    running_since: dict[str, float] = {}
     failed_blocks: list[str] = []
     running: list[str] = []
     killed: list[str] = []
@@ -154,7 +168,13 @@ def scan_experiment(exp_dir: Path, plan: dict[str, int] | None = None) -> dict:
             p = Path(e.path)
             if e.name.endswith(".zarr.running"):
                 name = e.name[1:].removesuffix(".zarr.running")
-                (running if _claim_state(p) == "running" else killed).append(name)
+                if _claim_state(p) == "running":
+                    running.append(name)
+                    started = _claim_started(p)
+                    if started is not None:
+                        running_since[name] = started
+                else:
+                    killed.append(name)
             elif not e.name.startswith(".") and e.name.endswith(".zarr"):
                 name = e.name.removesuffix(".zarr")
                 if plan is not None and name not in plan:
@@ -188,17 +208,19 @@ def scan_experiment(exp_dir: Path, plan: dict[str, int] | None = None) -> dict:
         "cells": cells,
         "mean_block_seconds": float(np.mean(secs)) if secs else float("nan"),
         "jobs": jobs,
+        "running_since": {b: t for b, t in running_since.items() if b not in done},
         "estimated_remaining_seconds": None,
     }
 
 
-def _union_length(intervals: list[tuple[float, float]]) -> float:
-    """Total length of the union of ``[start, end]`` intervals (idle gaps left out)."""
+def _union_length(intervals: list[tuple[float, float]], bridge: float = 0.0) -> float:
+    """Total length of the union of ``[start, end]`` intervals; gaps up to ``bridge`` seconds
+    between them count as covered, longer gaps (idle time) are left out."""
     total, end = 0.0, -np.inf
     for a, b in sorted(intervals):
         if b <= end:
             continue
-        total += b - max(a, end)
+        total += b - (a if a > end + bridge else end)
         end = b
     return total
 
@@ -208,6 +230,7 @@ def estimate_remaining(
     predicted: dict[str, dict[str, float]],
     pending_results: dict[str, int],
     result_jobs: list[tuple[float, float]] = (),
+    now: float | None = None,
 ) -> dict:
     """Remaining wall time of a sweep, per experiment and overall, from measured job times.
 
@@ -221,9 +244,11 @@ def estimate_remaining(
     ratio of its experiment's finished blocks (of all finished blocks while its experiment
     has none; a running block counts half). Their sum, plus ``RESULT_JOB_SECONDS`` per
     pending result job, is divided by the measured concurrency: the summed job wall times
-    over the length of the union of the job intervals, so that scheduling gaps and queueing
-    count and idle time between runs does not.
+    over the length of the union of the job intervals (running jobs up to ``now``), gaps of
+    up to ``BRIDGE_SECONDS`` included, so that Snakemake's own work between jobs, interpreter
+    start-up and other load count and idle time between runs does not.
     """
+    now = time.time() if now is None else now
     walls: dict[str, list[tuple[float, float]]] = {}  # exp -> [(wall, planned)]
     intervals: list[tuple[float, float]] = []
     for exp, r in scans.items():
@@ -241,8 +266,10 @@ def estimate_remaining(
         else RESULT_JOB_SECONDS
     )
     intervals += done_results
+    for r in scans.values():
+        intervals += [(t, now) for t in r.get("running_since", {}).values() if t <= now]
     busy = sum(b - a for a, b in intervals)
-    span = _union_length(intervals)
+    span = _union_length(intervals, BRIDGE_SECONDS)
     parallel = max(1.0, busy / span) if span > 0 else 1.0
     per_exp: dict[str, float] = {}
     for exp, r in scans.items():
@@ -383,7 +410,7 @@ def sweep_status(
             "measured_jobs": est["measured_jobs"],
         }
     for r in report.values():
-        for key in ("jobs", "missing", "running"):
+        for key in ("jobs", "missing", "running", "running_since"):
             r.pop(key, None)
     return exps, report, overall
 

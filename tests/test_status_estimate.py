@@ -36,6 +36,8 @@ def _fake_store(blocks_dir: Path, name: str, started: float | None, end: float, 
 
 def test_union_length_leaves_idle_gaps_out():
     assert _union_length([(0, 10), (5, 12), (20, 25), (21, 22)]) == 17
+    assert _union_length([(0, 10), (5, 12), (20, 25), (21, 22)], bridge=8) == 25
+    assert _union_length([(0, 10), (100, 110)], bridge=30) == 20
 
 
 def test_estimate_from_measured_wall_times_and_concurrency():
@@ -46,16 +48,22 @@ def test_estimate_from_measured_wall_times_and_concurrency():
         "b": {"jobs": {}, "missing": ["u", "v"], "running": ["v"]},
     }
     planned = {"a": {"x": 5.0, "y": 5.0, "z": 5.0}, "b": {"u": 3.0, "v": 4.0}}
-    est = estimate_remaining(scans, planned, {"a": 1, "b": 3})
+    est = estimate_remaining(scans, planned, {"a": 1, "b": 3}, now=10.0)
     assert est["parallel_jobs"] == pytest.approx(2.0)
     assert est["measured_over_planned"] == pytest.approx(2.0)
     assert est["experiments"]["a"] == pytest.approx((2 * 5.0 + RESULT_JOB_SECONDS) / 2)
     assert est["experiments"]["b"] == pytest.approx((2 * (3.0 + 2.0) + 3 * RESULT_JOB_SECONDS) / 2)
     assert est["overall"] == pytest.approx(sum(est["experiments"].values()))
     # measured result jobs replace the assumed time (and count for the concurrency)
-    est = estimate_remaining(scans, planned, {"a": 1, "b": 3}, [(20.0, 26.0), (30.0, 32.0)])
+    est = estimate_remaining(
+        scans, planned, {"a": 1, "b": 3}, [(20.0, 26.0), (30.0, 32.0)], now=32.0
+    )
     assert est["result_job_seconds"] == pytest.approx(4.0)
-    assert est["parallel_jobs"] == pytest.approx((20 + 8) / 18)
+    assert est["parallel_jobs"] == pytest.approx(1.0)  # 28 s of jobs in 32 s, gaps bridged
+    # a running job counts from its start up to now
+    scans["b"]["running_since"] = {"v": 0.0}
+    est = estimate_remaining(scans, planned, {"a": 1, "b": 3}, now=10.0)
+    assert est["parallel_jobs"] == pytest.approx(3.0)
 
 
 def test_scan_reads_counts_and_job_times_from_metadata_only(tmp_path, monkeypatch):
