@@ -128,7 +128,7 @@ def test_lint_format_and_style(repo):
 
 
 def test_plain_snakemake_uses_the_default_profile(tmp_path):
-    """``snakemake`` at the repository root picks up profiles/default (workflow/profiles/default)."""
+    """Plain ``snakemake`` at the repository root picks up profiles/default."""
     wd = scratch_workflow(tmp_path)
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n"],
