@@ -231,6 +231,7 @@ def estimate_remaining(
     pending_results: dict[str, int],
     result_jobs: list[tuple[float, float]] = (),
     now: float | None = None,
+    result_chains: dict[str, int] | None = None,
 ) -> dict:
     """Remaining wall time of a sweep, per experiment and overall, from measured job times.
 
@@ -247,6 +248,12 @@ def estimate_remaining(
     over the length of the union of the job intervals (running jobs up to ``now``), gaps of
     up to ``BRIDGE_SECONDS`` included, so that Snakemake's own work between jobs, interpreter
     start-up and other load count and idle time between runs does not.
+
+    ``result_chains``: per experiment, how many of its result jobs still have to run one
+    after the other (collect, then summarize, then the status table and figures side by
+    side: 3, 2, 1 or 0). The longest chain is the sweep's tail, which runs on one core
+    after the last block: the overall estimate adds it at full length instead of dividing
+    it by the concurrency.
     """
     now = time.time() if now is None else now
     walls: dict[str, list[tuple[float, float]]] = {}  # exp -> [(wall, planned)]
@@ -279,9 +286,11 @@ def estimate_remaining(
         running = set(r.get("running", []))
         work = sum(plan.get(b, 0.0) * (0.5 if b in running else 1.0) for b in r.get("missing", []))
         per_exp[exp] = (ratio * work + pending_results.get(exp, 0) * result_s) / parallel
+    tail = max((result_chains or {}).values(), default=0) * result_s
+    overall = sum(per_exp.values()) + tail - tail / parallel if per_exp else 0.0
     return {
         "experiments": per_exp,
-        "overall": float(sum(per_exp.values())),
+        "overall": float(overall),
         "parallel_jobs": parallel,
         "measured_jobs": len(every),
         "measured_over_planned": ratio_all,
@@ -343,6 +352,18 @@ def _result_job_times(plan, exp: str) -> list[tuple[float, float]]:
     return out
 
 
+def _result_chain(plan, exp: str) -> int:
+    """Result jobs of ``exp`` still to run one after the other: 3 (collect pending), 2
+    (summarize pending), 1 (a status table or figure pending) or 0."""
+    jobs = _result_jobs(plan, exp)  # collect, summarize, then status table and figures
+    pending = [not Path(output).exists() for _, output in jobs]
+    if pending[0]:
+        return 3
+    if pending[1]:
+        return 2
+    return int(any(pending[2:]))
+
+
 def _pending_results(plan, exp: str) -> int:
     """Result jobs of ``exp`` (collect, summarize, status table, figures) not yet done."""
     return sum(not Path(output).exists() for _, output in _result_jobs(plan, exp))
@@ -397,6 +418,7 @@ def sweep_status(
             {e: plan.block_seconds(e) for e in known},
             {e: _pending_results(plan, e) for e in known},
             [t for e in known for t in _result_job_times(plan, e)],
+            result_chains={e: _result_chain(plan, e) for e in known},
         )
         for e in known:
             report[e]["estimated_remaining_seconds"] = est["experiments"][e]

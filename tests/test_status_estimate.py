@@ -60,10 +60,21 @@ def test_estimate_from_measured_wall_times_and_concurrency():
     )
     assert est["result_job_seconds"] == pytest.approx(4.0)
     assert est["parallel_jobs"] == pytest.approx(1.0)  # 28 s of jobs in 32 s, gaps bridged
+    # the longest chain of result jobs (collect -> summarize -> figures) runs on one core
+    chained = estimate_remaining(
+        scans, planned, {"a": 1, "b": 3}, [(20.0, 26.0), (30.0, 32.0)], now=32.0,
+        result_chains={"a": 1, "b": 3},
+    )  # fmt: skip
+    assert chained["overall"] == pytest.approx(est["overall"])  # 1 job in parallel: no change
     # a running job counts from its start up to now
     scans["b"]["running_since"] = {"v": 0.0}
     est = estimate_remaining(scans, planned, {"a": 1, "b": 3}, now=10.0)
     assert est["parallel_jobs"] == pytest.approx(3.0)
+    chained = estimate_remaining(
+        scans, planned, {"a": 1, "b": 3}, now=10.0, result_chains={"a": 1, "b": 3}
+    )
+    tail = 3 * RESULT_JOB_SECONDS
+    assert chained["overall"] == pytest.approx(est["overall"] + tail - tail / 3.0)
 
 
 def test_scan_reads_counts_and_job_times_from_metadata_only(tmp_path, monkeypatch):
