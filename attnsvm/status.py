@@ -244,10 +244,11 @@ def estimate_remaining(
     written). A missing block is predicted as its planned cost times the measured / planned
     ratio of its experiment's finished blocks (of all finished blocks while its experiment
     has none; a running block counts half). Their sum, plus ``RESULT_JOB_SECONDS`` per
-    pending result job, is divided by the measured concurrency: the summed job wall times
-    over the length of the union of the job intervals (running jobs up to ``now``), gaps of
-    up to ``BRIDGE_SECONDS`` included, so that Snakemake's own work between jobs, interpreter
-    start-up and other load count and idle time between runs does not.
+    pending result job, is divided by the job slots (the most jobs seen running at once).
+    Each job also gets the measured per-job overhead its own clock misses (interpreter
+    start-up before its log opens, Snakemake's work between jobs): the slots' time over the
+    union of the job intervals (running jobs up to ``now``; gaps of up to ``BRIDGE_SECONDS``
+    included, longer ones are idle time between runs) minus the jobs' wall times, per job.
 
     ``result_chains``: per experiment, how many of its result jobs still have to run one
     after the other (collect, then summarize, then the status table and figures side by
@@ -277,25 +278,42 @@ def estimate_remaining(
         intervals += [(t, now) for t in r.get("running_since", {}).values() if t <= now]
     busy = sum(b - a for a, b in intervals)
     span = _union_length(intervals, BRIDGE_SECONDS)
-    parallel = max(1.0, busy / span) if span > 0 else 1.0
+    slots = _max_overlap(intervals)
+    # per job, the part its own clock does not see (interpreter start-up before the job's
+    # log or claim, Snakemake's work between jobs): the slots' time not covered by jobs
+    overhead = max(0.0, (slots * span - busy) / len(intervals)) if intervals else 0.0
     per_exp: dict[str, float] = {}
     for exp, r in scans.items():
         own = walls.get(exp, [])
         ratio = sum(w for w, _ in own) / sum(p for _, p in own) if own else ratio_all
         plan = predicted.get(exp, {})
         running = set(r.get("running", []))
-        work = sum(plan.get(b, 0.0) * (0.5 if b in running else 1.0) for b in r.get("missing", []))
-        per_exp[exp] = (ratio * work + pending_results.get(exp, 0) * result_s) / parallel
-    tail = max((result_chains or {}).values(), default=0) * result_s
-    overall = sum(per_exp.values()) + tail - tail / parallel if per_exp else 0.0
+        work = sum(
+            (ratio * plan.get(b, 0.0) + overhead) * (0.5 if b in running else 1.0)
+            for b in r.get("missing", [])
+        )
+        per_exp[exp] = (work + pending_results.get(exp, 0) * (result_s + overhead)) / slots
+    tail = max((result_chains or {}).values(), default=0) * (result_s + overhead)
+    overall = sum(per_exp.values()) + tail - tail / slots if per_exp else 0.0
     return {
         "experiments": per_exp,
         "overall": float(overall),
-        "parallel_jobs": parallel,
+        "parallel_jobs": slots,
+        "overhead_per_job": overhead,
         "measured_jobs": len(every),
         "measured_over_planned": ratio_all,
         "result_job_seconds": result_s,
     }
+
+
+def _max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """Most intervals open at one time (the job slots a sweep used), at least 1."""
+    events = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
+    most = level = 0
+    for _, step in events:  # ends sort before starts at equal times
+        level += step
+        most = max(most, level)
+    return max(1, most)
 
 
 def default_configfile() -> Path | None:

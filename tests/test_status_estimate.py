@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from attnsvm.status import RESULT_JOB_SECONDS, _union_length, estimate_remaining, scan_experiment
+from attnsvm.status import (
+    RESULT_JOB_SECONDS,
+    _max_overlap,
+    _union_length,
+    estimate_remaining,
+    scan_experiment,
+)
 from attnsvm.workflow_plan import Plan
 from tests.workflow_helpers import write_config
 
@@ -38,6 +44,8 @@ def test_union_length_leaves_idle_gaps_out():
     assert _union_length([(0, 10), (5, 12), (20, 25), (21, 22)]) == 17
     assert _union_length([(0, 10), (5, 12), (20, 25), (21, 22)], bridge=8) == 25
     assert _union_length([(0, 10), (100, 110)], bridge=30) == 20
+    assert _max_overlap([(0, 10), (5, 12), (10, 11), (20, 25)]) == 2
+    assert _max_overlap([]) == 1
 
 
 def test_estimate_from_measured_wall_times_and_concurrency():
@@ -59,13 +67,17 @@ def test_estimate_from_measured_wall_times_and_concurrency():
         scans, planned, {"a": 1, "b": 3}, [(20.0, 26.0), (30.0, 32.0)], now=32.0
     )
     assert est["result_job_seconds"] == pytest.approx(4.0)
-    assert est["parallel_jobs"] == pytest.approx(1.0)  # 28 s of jobs in 32 s, gaps bridged
+    assert est["parallel_jobs"] == 2  # the most jobs seen at once
+    # 2 slots x 32 s (gaps bridged) hold 28 s of measured jobs: 36 s unseen over 4 jobs
+    assert est["overhead_per_job"] == pytest.approx(9.0)
+    assert est["experiments"]["a"] == pytest.approx((2 * 5.0 + 9.0 + 4.0 + 9.0) / 2)
     # the longest chain of result jobs (collect -> summarize -> figures) runs on one core
     chained = estimate_remaining(
         scans, planned, {"a": 1, "b": 3}, [(20.0, 26.0), (30.0, 32.0)], now=32.0,
         result_chains={"a": 1, "b": 3},
     )  # fmt: skip
-    assert chained["overall"] == pytest.approx(est["overall"])  # 1 job in parallel: no change
+    tail = 3 * (4.0 + 9.0)
+    assert chained["overall"] == pytest.approx(est["overall"] + tail - tail / 2)
     # a running job counts from its start up to now
     scans["b"]["running_since"] = {"v": 0.0}
     est = estimate_remaining(scans, planned, {"a": 1, "b": 3}, now=10.0)
