@@ -38,6 +38,20 @@ FREE_CHECKPOINTS = 30
 MAX_SEED = 2**63 - 1
 
 
+CHOICES: dict[str, tuple[str, ...]] = {
+    "generator": GENERATORS,
+    "head": HEADS,
+    "param": PARAMS,
+    "attention": ATTENTIONS,
+    "init": INITS,
+    "optimizer": OPTIMIZERS,
+    "dtype": DTYPES,
+    "checkpoint_spacing": SPACINGS,
+    "task": TASKS,
+}
+"""Allowed values of the cell fields that take one of a fixed set (validation, CLI choices)."""
+
+
 class CellError(ValueError):
     """A cell field has a value outside what is allowed; the message names field and value."""
 
@@ -137,6 +151,39 @@ class Cell:
         )
 
 
+FIELD_DOCS: dict[str, str] = {
+    "generator": "data generator (SCIENCE.md 1); relu draws V, orthonormal needs d >= T, "
+    "toy2d needs n=2, T=3, d=2",
+    "d": "token dimension",
+    "T": "tokens per example (>= 2)",
+    "n": "examples",
+    "head": "fixed prediction head (SCIENCE.md 2); relu needs generator relu",
+    "lam": "lambda of the lambda head (>= 0)",
+    "param": "train W directly or W = K Q^T (SCIENCE.md 2)",
+    "m": "inner dimension of K and Q, 1..d (default: m = d)",
+    "attention": "self: the query is the first token; sequence / causal: every token is a "
+    "query over all tokens / the tokens up to it (SCIENCE.md 1, 4)",
+    "init": "U(-1/sqrt(d), 1/sqrt(d)), or W = 0 / (K = 0.1 N(0,1), Q = 0) (SCIENCE.md 3)",
+    "optimizer": "normalized or plain full-batch gradient descent (SCIENCE.md 3)",
+    "lr": "step size eta (> 0)",
+    "iterations": "gradient descent steps",
+    "checkpoint_spacing": "checkpoint iterations log-spaced, or every iterations/count",
+    "checkpoint_count": "number of checkpoints (the last iteration is always one)",
+    "dtype": "training precision (SCIENCE.md 3)",
+    "corr_threshold": "correlation needed for global/local convergence, in (0, 1) "
+    "(SCIENCE.md 5)",
+    "saturation_tol": "unsaturated if min_i max_t s_it < 1 - tol, in (0, 1) (SCIENCE.md 5)",
+    "relevant_tol": "Gen-SVM relevant tokens: s_it >= tol, in (0, 1) (SCIENCE.md 4)",
+    "rank_tol": "relative singular-value tolerance of ranks, in (0, 1) (SCIENCE.md 5)",
+    "support_tol": "tolerance for active SVM constraints (support tokens), in (0, 1)",
+    "train": "train by gradient descent; without it only the SVMs of the optimal tokens (E3)",
+    "task": "regpath: norm-constrained minimizers along a radius grid instead of plain GD",
+    "radius_min": "regpath only: smallest radius (> 0)",
+    "radius_max": "regpath only: largest radius (> radius_min)",
+    "seed": "random seed of data and initialization (>= 0)",
+}
+"""One line per :class:`Cell` field (config/README.md has the same table): CLI help text."""
+
 _REGPATH_FIELDS = ("radius_min", "radius_max")
 _REGPATH_DEFAULTS = {"radius_min": 0.1, "radius_max": 100.0}
 
@@ -181,18 +228,7 @@ def validate_cell(c: Cell) -> None:
     def bad(name: str, rule: str) -> CellError:
         return CellError(f"{name} must be {rule}, got {getattr(c, name)!r}")
 
-    choices = {
-        "generator": GENERATORS,
-        "head": HEADS,
-        "param": PARAMS,
-        "attention": ATTENTIONS,
-        "init": INITS,
-        "optimizer": OPTIMIZERS,
-        "dtype": DTYPES,
-        "checkpoint_spacing": SPACINGS,
-        "task": TASKS,
-    }
-    for name, allowed in choices.items():
+    for name, allowed in CHOICES.items():
         if getattr(c, name) not in allowed:
             raise bad(name, "one of " + ", ".join(allowed))
     for name in ("d", "n", "iterations", "checkpoint_count"):

@@ -10,6 +10,7 @@ whole job (walltime, preemption, Ctrl-C) leaves no store, and the block is simpl
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from attnsvm.codes import PARTIAL_MARK
+
+logger = logging.getLogger(__name__)
 
 RUNNING_SUFFIX = ".running"
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -73,15 +76,16 @@ def run_job(
     for it, and a rerun on a machine with a GPU computes the block).
     """
     _check_device(device)
+    started = time.time()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_partials(out)
     claim = claim_path(out)
     claim.write_text(
-        json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()})
+        json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started})
     )
     try:
-        return _run(cells, out, experiment, block, device, threads, log)
+        return _run(cells, out, experiment, block, device, threads, log, started)
     finally:
         claim.unlink(missing_ok=True)
 
@@ -100,9 +104,17 @@ def claim_path(out: Path) -> Path:
 
 
 def _run(
-    cells, out: Path, experiment: str, block: str, device: str, threads: int, log: str | None
+    cells,
+    out: Path,
+    experiment: str,
+    block: str,
+    device: str,
+    threads: int,
+    log: str | None,
+    started: float,
 ) -> Path:
     spec = {
+        "job_started": started,
         "cells": list(cells),
         "out": str(out),
         "experiment": experiment,
@@ -129,7 +141,13 @@ def _run(
             except (AttributeError, OSError, ValueError):
                 err = None  # e.g. pytest's capture: let the worker inherit our stderr
             cmd = [sys.executable, "-m", "attnsvm.block", spec_path]
+            logger.info("block %s: %d cell(s), starting the worker process", block, len(cells))
+            t0 = time.perf_counter()
             code = subprocess.call(cmd, env=env, stderr=err)
+            logger.info(
+                "block %s: worker exited with status %d after %.3f s (start-up included)",
+                *(block, code, time.perf_counter() - t0),
+            )
     finally:
         os.unlink(spec_path)
     if code == 0 and out.exists():

@@ -1,7 +1,7 @@
 """Run cells end to end: data -> batched training -> SVMs -> metrics (SCIENCE.md sections 1-5).
 
 :func:`run_cells` groups cells by :meth:`Cell.shape_key`, trains each group as one batch of
-seeds, solves the group's Frobenius SVMs together (batched from
+seeds, solves a trained group's Frobenius SVMs together (batched from
 :data:`attnsvm.svm_frobenius_batched.BATCH_MIN` distinct instances), then solves the other
 SVMs and computes the metrics cell by cell. A failure inside one cell
 is recorded in that cell's result (status and message); it never stops the other cells.
@@ -10,7 +10,7 @@ is recorded in that cell's result (status and message); it never stops the other
 from __future__ import annotations
 
 import hashlib
-import sys
+import logging
 import time
 import traceback
 from collections.abc import Sequence
@@ -20,11 +20,10 @@ import numpy as np
 
 from attnsvm import metrics as M
 from attnsvm import sequence as SEQ
-from attnsvm import svm_frobenius_batched
 from attnsvm.cell import Cell
 from attnsvm.constraints import att_svm_constraints
 from attnsvm.data import Dataset, make_dataset, make_init, optimal_tokens, token_scores
-from attnsvm.device import resolve_device
+from attnsvm.logs import progress_bar
 from attnsvm.svm import (
     GenSVMResult,
     SVMResult,
@@ -34,6 +33,8 @@ from attnsvm.svm import (
     solve_nuclear,
     support_tokens,
 )
+
+log = logging.getLogger(__name__)
 
 CELL_STATUSES = ("ok", "nonfinite", "failed")
 """Cell status codes: ok; nonfinite (training produced NaN/inf, the run is frozen there);
@@ -76,20 +77,39 @@ def group_by_shape(cells: Sequence[Cell]) -> list[list[int]]:
     return list(groups.values())
 
 
-def run_cells(cells: Sequence[Cell], device: str = "auto") -> list[CellResult]:
+def run_cells(
+    cells: Sequence[Cell], device: str = "auto", progress: bool = False
+) -> list[CellResult]:
     """Train every cell (batched by shape on ``device``), solve its SVMs, compute its metrics.
 
     Returns one :class:`CellResult` per input cell, in input order. An SVM is solved once per
     distinct constraint set among the cells (:class:`SolveCache`): the W and KQ runs of one
-    seed share their data, and often their selected tokens.
+    seed share their data, and often their selected tokens. Each shape group logs its sizes
+    and the wall time of its stages (``attnsvm.run`` logger); ``progress`` shows progress bars
+    on stderr (training steps, then cells solved).
     """
     out: list[CellResult | None] = [None] * len(cells)
     cache = SolveCache()
-    for idx in group_by_shape(cells):
+    groups = group_by_shape(cells)
+    for g, idx in enumerate(groups, 1):
         group = [cells[i] for i in idx]
-        for i, res in zip(idx, _run_group(group, device, cache), strict=True):
+        c0 = group[0]
+        log.info(
+            "group %d/%d: %d cell(s) seeds %s, n=%d T=%d d=%d param=%s head=%s attention=%s "
+            "iterations=%d train=%s",
+            *(g, len(groups), len(group), _seed_range(group), c0.n, c0.T, c0.d, c0.param),
+            *(c0.head, c0.attention, c0.iterations if c0.train else 0, c0.train),
+        )
+        for i, res in zip(idx, _run_group(group, device, cache, progress), strict=True):
             out[i] = res
+    if cells:
+        log.info("SVM cache: %d of the solves reused an identical constraint set", cache.hits)
     return out  # type: ignore[return-value]
+
+
+def _seed_range(cells: Sequence[Cell]) -> str:
+    seeds = [c.seed for c in cells]
+    return str(seeds[0]) if len(seeds) == 1 else f"{min(seeds)}-{max(seeds)}"
 
 
 class SolveCache:
@@ -124,6 +144,8 @@ class SolveCache:
         """Store :func:`solve_frobenius` answers for the distinct, new constraint sets among
         ``conss``, solved together (:func:`attnsvm.svm_frobenius_batched.solve_many`: batched
         from ``BATCH_MIN`` instances, the same answers as one by one otherwise)."""
+        from attnsvm import svm_frobenius_batched  # torch: only where a group trains
+
         solver, todo = svm_frobenius_batched.solve_frobenius, {}  # the answers' own route
         for cons in conss:
             key = self._key(solver, cons)
@@ -134,8 +156,11 @@ class SolveCache:
             self._store[key] = res
 
 
-def _run_group(cells: list[Cell], device: str, cache: SolveCache) -> list[CellResult]:
+def _run_group(
+    cells: list[Cell], device: str, cache: SolveCache, progress: bool = False
+) -> list[CellResult]:
     c0 = cells[0]
+    t_data = time.perf_counter()
     datasets = [make_dataset(c) for c in cells]
     masks: list[np.ndarray | None] = [None] * len(cells)
     if c0.attention in SEQ.SEQUENCE_ATTENTIONS:  # n T (example, query) pairs, SCIENCE.md §4
@@ -156,7 +181,12 @@ def _run_group(cells: list[Cell], device: str, cache: SolveCache) -> list[CellRe
     finite, bad_iter = np.ones(S, bool), -np.ones(S, np.int64)
     dev, train_seconds = "cpu", 0.0
     train_error = ""
+    log.info("stage data: %d dataset(s) in %.3f s", S, time.perf_counter() - t_data)
     if c0.train:
+        t_train = time.perf_counter()
+        bar = progress_bar(
+            progress and c0.task != "regpath", c0.iterations, f"train {c0.param} (S={S})", "step"
+        )
         try:
             from attnsvm.train import stack_batch, train_stacked
 
@@ -179,12 +209,22 @@ def _run_group(cells: list[Cell], device: str, cache: SolveCache) -> list[CellRe
                     **mask_kw,
                 )
             else:
-                tr = train_stacked(b, c0, device=device, **mask_kw)
+                extra = dict(mask_kw, progress=None if bar is None else bar.update)
+                tr = train_stacked(b, c0, device=device, **extra)
             Ws, sm, loss, wnorm = tr.W, tr.softmax, tr.loss, tr.wnorm
             finite, bad_iter, dev = tr.finite, tr.nonfinite_iteration, tr.device
             train_seconds = tr.seconds / S
         except Exception:  # recorded per cell below, never swallowed
             train_error = traceback.format_exc(limit=3)
+        finally:
+            if bar is not None:
+                bar.close()
+        log.info(
+            "stage train: %d seed(s) x %d step(s) on %s in %.3f s (%d non-finite)%s",
+            *(S, c0.iterations, dev, time.perf_counter() - t_train, int((~finite).sum())),
+            " FAILED" if train_error else "",
+        )
+    t_solve = time.perf_counter()
     results: list[CellResult] = []
     for s, (cell, ds) in enumerate(zip(cells, datasets, strict=True)):
         opt = _optimal(ds, masks[s])
@@ -210,7 +250,10 @@ def _run_group(cells: list[Cell], device: str, cache: SolveCache) -> list[CellRe
             res.status = "nonfinite"
             res.message = f"training went non-finite at iteration {int(bad_iter[s])}"
         results.append(res)
-    presolve = _presolve_frobenius(results, c0.train, cache, device)
+    # Batched Frobenius solves need torch: only trained groups (torch already loaded) use them,
+    # so SVM-only blocks (E3) keep their torch-free start-up.
+    presolve = _presolve_frobenius(results, c0.train, cache, device) if c0.train else 0.0
+    bar = progress_bar(progress, S, "SVMs + metrics", "cell")
     for res in results:
         try:
             _solve_and_measure(res, trained=c0.train and res.status == "ok", cache=cache)
@@ -222,7 +265,25 @@ def _run_group(cells: list[Cell], device: str, cache: SolveCache) -> list[CellRe
             res.message = (res.message + "\n" if res.message else "") + traceback.format_exc(
                 limit=5
             )
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    log.info(
+        "stage solve+metrics: %d cell(s) in %.3f s (SVMs %.3f s, metrics %.3f s); status %s",
+        *(S, time.perf_counter() - t_solve),
+        sum(r.timings.get("solve", 0.0) for r in results),
+        sum(r.timings.get("metrics", 0.0) for r in results),
+        ", ".join(f"{k} {v}" for k, v in _counts(r.status for r in results).items()),
+    )
     return results
+
+
+def _counts(values) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out
 
 
 def _presolve_frobenius(
@@ -244,13 +305,12 @@ def _presolve_frobenius(
         except Exception:  # noqa: BLE001 - recorded per cell by _solve_and_measure
             continue
     try:
+        from attnsvm.device import resolve_device
+
         dev = resolve_device(device)
         cache.solve_frobenius_many(conss, "cpu" if dev.type != "cuda" else dev)
     except Exception as exc:  # noqa: BLE001 - the per-cell solves below still run
-        print(
-            f"attnsvm: warning: batched SVM solve failed ({exc!r}); solving per cell",
-            file=sys.stderr,
-        )
+        log.warning("batched SVM solve failed (%r); solving per cell", exc)
     return (time.perf_counter() - t0) / max(1, len(results))
 
 

@@ -34,7 +34,6 @@ import time
 import warnings
 
 import clarabel
-import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
@@ -78,6 +77,8 @@ def _solve_sdp(A_in, b_in, A_eq, b_eq, shape, solver: str):
 
     Returns (status, M, multipliers of the inequality rows, multipliers of the equality rows).
     """
+    import cvxpy as cp  # imported when needed: ~1 s of every block job's start-up otherwise
+
     M = cp.Variable(shape)
     m = cp.vec(M, order="C")
     cons = []
@@ -393,6 +394,8 @@ def solve_nuclear(cons: Constraints) -> SVMResult:
     size = sum(red.shape)
     order = ["clarabel", "scs"] if size <= CLARABEL_MAX_SIZE else ["scs", "clarabel"]
     messages = []
+    import cvxpy as cp  # only the conic route needs it (see _solve_sdp)
+
     for solver in order:
         try:
             status, M, lam, mu = _solve_sdp(A_in, b_in, A_eq, b_eq, red.shape, solver)

@@ -87,6 +87,7 @@ def _descend(
     freeze: bool,
     n: int,
     T: int,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """The GD loop of :func:`train_batch` on :func:`attnsvm.model.pack`'s ``theta``.
 
@@ -104,6 +105,9 @@ def _descend(
 
     Returns on-device ``(W (S,C,d,d), softmax (S,C,n,T), loss (S,C), alive (S,), bad_at (S,))``
     with W, softmax and loss in float64.
+
+    ``progress(steps)`` is called with the number of steps done since its last call, about
+    100 times per run (a host-side counter: it does not synchronize with the device).
     """
     S = theta.shape[-3]
     d = theta.shape[-2]
@@ -116,8 +120,11 @@ def _descend(
     alive = torch.ones(S, dtype=torch.bool, device=dev)
     steps_alive = torch.zeros(S, dtype=torch.int64, device=dev)  # = bad_at once a seed fails
     seed_dims = (1, 2) if theta.dim() == 3 else (0, 2, 3)  # all axes of theta but the seed's
+    every = max(1, iterations // 100)
     for k in range(iterations + 1):
         last = k == iterations
+        if progress is not None and k and (k % every == 0 or last):
+            progress(every if k % every == 0 else k % every)
         loss, s, W, G = evaluate(theta, not last)
         c = slot.get(k)
         if c is not None:
@@ -162,6 +169,7 @@ def train_batch(
     stable: bool = True,
     gradient: str = "analytic",
     mask: np.ndarray | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> TrainResult:
     """Full-batch GD on S independent seeds (SCIENCE.md section 3).
 
@@ -186,6 +194,7 @@ def train_batch(
     ``gradient="autograd"`` differentiates :func:`attnsvm.model.loss_fn` instead of the
     hand-derived gradient (same numbers to rounding, slower). ``mask`` (S, n, T) bool
     restricts each example's attention to its True tokens (causal attention; None: all).
+    ``progress(steps)``: called as the batched loop advances (see :func:`_descend`).
     """
     if param not in PARAMS:
         raise ValueError(f"param must be one of {', '.join(PARAMS)}, got {param!r}")
@@ -221,7 +230,7 @@ def train_batch(
     def step(G: Tensor) -> Tensor:
         return _normalized_step(G, lr, eps) if optimizer == "normalized" else lr * G
 
-    def descend(sel: Tensor | None, freeze: bool) -> tuple[Tensor, ...]:
+    def descend(sel: Tensor | None, freeze: bool, progress=None) -> tuple[Tensor, ...]:
         """:func:`_descend` on all seeds (``sel`` None) or on the seeds ``sel`` only."""
         Xs, Ys, Zs, vs, Vs = (t if t is None or sel is None else t[sel] for t in data)
         kws = dict(kw)
@@ -245,13 +254,15 @@ def train_batch(
                 W = combined_matrix(leaves, param).detach()
                 return loss.detach(), s.detach(), W, G
 
-        return _descend(evaluate, theta, step, ks, iterations, freeze=freeze, n=n, T=T)
+        return _descend(
+            evaluate, theta, step, ks, iterations, freeze=freeze, n=n, T=T, progress=progress
+        )
 
     # inference mode (no autograd bookkeeping at all) saves ~10% of a small step; the
     # autograd path needs grad mode inside, which inference mode forbids
     no_autograd = torch.inference_mode if gradient == "analytic" else torch.no_grad
     with no_autograd():
-        W_buf, sm_buf, loss_buf, alive, bad_at = descend(None, freeze=False)
+        W_buf, sm_buf, loss_buf, alive, bad_at = descend(None, freeze=False, progress=progress)
         # One host sync, after the loop: seeds that went non-finite are trained again on their
         # own with the exact freeze. A seed's trajectory does not depend on its batch, so this
         # gives exactly the frozen run; the common all-finite case pays no per-step select.

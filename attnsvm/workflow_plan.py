@@ -7,12 +7,16 @@ Every output path of the workflow is defined here once (:class:`Paths`); the rul
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from attnsvm.cell import predicted_seconds
 from attnsvm.grid import Block, Experiment, parse_config
+from attnsvm.logs import stage
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ def estimate_cell_seconds(block: Block) -> float:
 
 
 JOB_STARTUP_SECONDS = 3.0
+RESULTS_PRIORITY = 10_000  # above any block's priority (one per experiment)
 LOCAL_HOURS_WARN = 12.0
 BLOCK_MINUTES_WARN = 24 * 60
 
@@ -80,6 +85,24 @@ class Plan:
         """Runtime request for a block job in minutes (estimate x 3 + 5 min start-up slack)."""
         b = self._blocks[exp][block]
         return int(5 + 3 * estimate_cell_seconds(b) * len(b.cells) / 60)
+
+    def priority(self, exp: str, results: bool = False) -> int:
+        """Snakemake job priority: experiments in config order, each one's results first.
+
+        Blocks of an earlier experiment (config order) run before those of a later one, and
+        an experiment's collect, summary, status table and figures (``results``) outrank every
+        block, so they run as soon as that experiment's own blocks are done instead of after
+        the whole sweep.
+        """
+        rank = len(self.experiments) - list(self.experiments).index(exp)
+        return rank + (RESULTS_PRIORITY if results else 0)
+
+    def block_seconds(self, exp: str) -> dict[str, float]:
+        """Predicted seconds of every block job of ``exp``, start-up included (rough)."""
+        return {
+            name: estimate_cell_seconds(b) * len(b.cells) + JOB_STARTUP_SECONDS
+            for name, b in self._blocks[exp].items()
+        }
 
     def block_paths(self, exp: str) -> list[str]:
         return [self.paths.block(exp, b) for b in self._blocks[exp]]
@@ -187,4 +210,9 @@ def collect_experiment(
     unknown = sorted(set(paths) - {b.name for b in exp.blocks()})
     if unknown:
         raise ValueError(f"block stores not in the plan of {exp.name!r}: {unknown[:5]}")
-    return write_atomic(collect_sweep(exp, paths, workers), out, consolidated=True)
+    with stage(log, "collect", experiment=exp.name, blocks=len(paths), workers=workers) as info:
+        sweep = collect_sweep(exp, paths, workers)
+        info["cells"] = exp.n_cells
+        info["MB"] = f"{sweep.nbytes / 1e6:.2f}"
+    with stage(log, "write", store=out):
+        return write_atomic(sweep, out, consolidated=True)

@@ -156,3 +156,43 @@ def test_worker_without_gpu_is_raised_not_stored(tmp_path, monkeypatch):
         with pytest.raises(DeviceUnavailableError, match="block b: attnsvm: error: device 'cuda'"):
             run_job(cells, out, block="b", device="cuda", log=str(log))
     assert not out.exists() and not claim_path(out).exists()
+
+
+def test_block_log_names_stages_sizes_and_timings(tmp_path):
+    """As the block rule's script does: stderr and the log records go to the rule's log."""
+    import re
+    import subprocess
+    import sys
+
+    cells = [Cell(n=3, T=3, d=3, iterations=20, seed=s).to_dict() for s in range(2)]
+    log = tmp_path / "block.log"
+    out = tmp_path / "blocks" / "b.zarr"
+    code = (
+        "import json, sys\n"
+        "from attnsvm.logs import log_to\n"
+        f"log_to({str(log)!r})\n"
+        "from attnsvm.job import run_job\n"
+        f"run_job(json.loads({json.dumps(json.dumps(cells))}), {str(out)!r}, block='b',"
+        f" experiment='x', device='cpu', log={str(log)!r})\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    text = log.read_text()
+    from attnsvm.logs import job_start_time
+
+    assert 0 < job_start_time(str(log)) <= log.stat().st_mtime  # what status reads
+    assert "block b of experiment x: 2 cell(s)" in text
+    assert "n=3 T=3 d=3 param=W" in text and "2 seed(s) x 20 step(s)" in text
+    for name in ("imports", "compute", "train", "solve+metrics", "dataset", "write"):
+        assert re.search(rf"stage {re.escape(name)}: .*in \d+\.\d{{3}} s", text), name
+    assert re.search(r"block b done in \d+\.\d{3} s \(compute", text)
+    assert re.search(r"worker exited with status 0 after \d+\.\d{3} s", text)
+    assert open_block(out)["status"].values.tolist() == [0, 0]
+
+
+def test_priorities_run_each_experiments_results_before_later_blocks():
+    two = {"experiments": {"a": CONFIG["experiments"]["x"], "b": CONFIG["experiments"]["x"]}}
+    plan = Plan.from_config(two)
+    assert plan.priority("a") > plan.priority("b")  # blocks in config order
+    assert plan.priority("b", results=True) > plan.priority("a")  # results before any block
+    assert plan.priority("a", results=True) > plan.priority("b", results=True)

@@ -70,6 +70,10 @@ def test_extend_sweep_computes_only_new_blocks(tmp_path):
     assert first.returncode == 0, first.stderr[-3000:]
     assert executed_jobs(first, "block") == 8
     sweep1 = xr.open_zarr(wd / "results/tiny/sweep.zarr").load()
+    block_log = (wd / "results/tiny/logs/block/d=3_param=W_seeds=0-1.log").read_text()
+    for stage in ("imports", "compute", "train", "solve+metrics", "dataset", "write"):
+        assert f"stage {stage}: " in block_log, block_log  # the rule's log names its stages
+    assert "stage collect: done in" in (wd / "results/tiny/logs/collect.log").read_text()
 
     again = snakemake(wd, "--configfile", "c.yaml")
     assert again.returncode == 0 and executed_jobs(again, "block") == 0
@@ -121,6 +125,23 @@ def test_lint_format_and_style(repo):
     ):
         proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"{cmd}: {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
+
+
+def test_plain_snakemake_uses_the_default_profile(tmp_path):
+    """Plain ``snakemake`` at the repository root picks up profiles/default."""
+    wd = scratch_workflow(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n"],
+        cwd=wd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "workflow specific profile profiles/default" in proc.stderr
+    assert (wd / "profiles/default/profile.yaml").resolve() == (
+        wd / "workflow/profiles/default/profile.yaml"
+    ).resolve()
 
 
 def test_paper_config_dry_run(repo, tmp_path):

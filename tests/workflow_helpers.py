@@ -13,10 +13,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def scratch_workflow(tmp: Path) -> Path:
-    """Copy the Snakefile, workflow/ and config/ into ``tmp`` (as a user's clone would be)."""
+    """Copy the Snakefile, workflow/, config/ and profiles/ into ``tmp`` (as a clone would be)."""
     shutil.copy(REPO / "Snakefile", tmp / "Snakefile")
     shutil.copytree(REPO / "workflow", tmp / "workflow")
     shutil.copytree(REPO / "config", tmp / "config")
+    shutil.copytree(REPO / "profiles", tmp / "profiles", symlinks=True)
     return tmp
 
 

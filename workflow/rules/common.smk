@@ -42,6 +42,14 @@ def block_runtime(wildcards):
     return PLAN.block_minutes(wildcards.experiment, wildcards.block)
 
 
+def block_priority(wildcards):
+    return PLAN.priority(wildcards.experiment)
+
+
+def results_priority(wildcards):
+    return PLAN.priority(wildcards.experiment, results=True)
+
+
 def block_stores(wildcards):
     return PLAN.block_paths(wildcards.experiment)
 

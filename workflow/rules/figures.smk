@@ -15,6 +15,7 @@ rule figure:
         ),
     log:
         f"{RESULTS}/{{experiment}}/logs/figure_{{figure}}.log",
+    priority: results_priority
     conda:
         "../envs/attnsvm.yaml"
     params:
@@ -35,6 +36,7 @@ rule status_table:
         ),
     log:
         f"{RESULTS}/{{experiment}}/logs/status_table.log",
+    priority: results_priority
     conda:
         "../envs/attnsvm.yaml"
     script:

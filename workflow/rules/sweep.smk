@@ -1,4 +1,6 @@
 # Block jobs (train + solve a block of cells), then collect and summarize per experiment.
+# Priorities (attnsvm.workflow_plan.Plan.priority): experiments in config order, and each
+# experiment's collect, summary and figures as soon as its own blocks are done.
 
 
 rule block:
@@ -6,6 +8,7 @@ rule block:
         store=directory(f"{RESULTS}/{{experiment}}/blocks/{{block}}.zarr"),
     log:
         f"{RESULTS}/{{experiment}}/logs/block/{{block}}.log",
+    priority: block_priority
     conda:
         "../envs/attnsvm.yaml"
     threads: config.get("threads", 1)
@@ -27,6 +30,7 @@ rule collect:
         sweep=directory(f"{RESULTS}/{{experiment}}/sweep.zarr"),
     log:
         f"{RESULTS}/{{experiment}}/logs/collect.log",
+    priority: results_priority
     conda:
         "../envs/attnsvm.yaml"
     threads: 8  # block stores read in parallel; capped at --cores when run locally
@@ -44,6 +48,7 @@ rule summarize:
         summary=f"{RESULTS}/{{experiment}}/summary.nc",
     log:
         f"{RESULTS}/{{experiment}}/logs/summarize.log",
+    priority: results_priority
     conda:
         "../envs/attnsvm.yaml"
     params:

@@ -1,8 +1,8 @@
 """Snakemake script of rule `figure`: one of the figures E1-E6 as PDF and PNG."""
 
-import sys
+from attnsvm.logs import log_to
 
-sys.stderr = open(snakemake.log[0], "w")  # noqa: F821, SIM115
+log_to(snakemake.log[0])  # noqa: F821 - stderr and attnsvm's log records: the rule's log
 
 from attnsvm.figures import make_figure  # noqa: E402
 

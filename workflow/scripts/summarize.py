@@ -1,8 +1,8 @@
 """Snakemake script of rule `summarize`: sweep.zarr -> summary.nc (statistics over seeds)."""
 
-import sys
+from attnsvm.logs import log_to
 
-sys.stderr = open(snakemake.log[0], "w")  # noqa: F821, SIM115
+log_to(snakemake.log[0])  # noqa: F821 - stderr and attnsvm's log records: the rule's log
 
 from attnsvm.summary import write_summary  # noqa: E402
 
