@@ -45,16 +45,18 @@ def run_block(
     job_started = time.time() if job_started is None else float(job_started)
     t_start = time.perf_counter()
     cells = [c if isinstance(c, Cell) else Cell.from_dict(c) for c in cells]
+    trains = any(c.train for c in cells)  # SVM-only blocks (E3) do not need torch at all
+    if trains:
+        from attnsvm.device import resolve_device
+
+        resolve_device(device)  # DeviceUnavailableError before any work when CUDA is missing
     with stage(log, "imports"):
         from attnsvm.block_store import results_to_dataset, write_atomic
         from attnsvm.run import run_cells
 
-        if any(c.train for c in cells):  # SVM-only blocks (E3) do not need torch at all
+        if trains:
             import torch
 
-            from attnsvm.device import resolve_device
-
-            resolve_device(device)  # DeviceUnavailableError before any work when CUDA is missing
             torch.set_num_threads(max(1, int(threads)))
     log.info(
         "block %s of experiment %s: %d cell(s), device %s, %d torch thread(s), out %s",

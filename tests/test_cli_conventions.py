@@ -64,9 +64,10 @@ def test_device_cuda_without_cuda_fails_at_once(capsys):
     assert main(["run-cell", "--device", "cuda", "--no-progress"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.strip() == (
-        "attnsvm: error: device 'cuda' requested but CUDA is not available"
-    )
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err  # one message, no traceback, no loss=None
+    assert lines[0].startswith("attnsvm: error: device 'cuda' requested but CUDA is not available")
+    assert "device 'auto'" in lines[0]  # and what to do instead
 
 
 def test_run_cell_shows_progress():

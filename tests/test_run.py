@@ -73,7 +73,7 @@ def test_block_solves_frobenius_svms_batched_with_the_per_cell_answers(monkeypat
         assert b.timings["solve"] > 0
 
 
-def test_failed_batched_solve_falls_back_to_per_cell_solves(monkeypatch, capsys):
+def test_failed_batched_solve_falls_back_to_per_cell_solves(monkeypatch, caplog):
     import attnsvm.svm_frobenius_batched as SB
 
     cells = [Cell(seed=s, **SMALL) for s in range(3)]
@@ -84,7 +84,7 @@ def test_failed_batched_solve_falls_back_to_per_cell_solves(monkeypatch, capsys)
 
     monkeypatch.setattr(SB, "solve_many", broken)
     res = run_cells(cells, device="cpu")
-    assert "batched SVM solve failed" in capsys.readouterr().err
+    assert "batched SVM solve failed" in caplog.text  # a logged warning (the block's log)
     for r, ref in zip(res, reference, strict=True):
         assert r.status == "ok"
         for key, svm in ref.svms.items():
