@@ -139,7 +139,7 @@ def gen_svm(
             logratio = np.log(s[eq.example, eq.selected]) - np.log(s[eq.example, eq.token])
         fin = min_norm_equality(eq.with_rhs(logratio))
     svmeq, C = None, float("nan")
-    if mm_gen.feasible and fin.feasible:
+    if mm_gen.solved and fin.solved:
         nrm2 = float(np.sum(mm_gen.W**2))
         if W_gd is not None and nrm2 > 0:
             C = float(np.sum((np.asarray(W_gd) - fin.W) * mm_gen.W) / nrm2)

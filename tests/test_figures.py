@@ -70,7 +70,10 @@ def synthetic_sweep(
     k = np.arange(K) / max(K - 1, 1)
     data = {
         "status": (gdims, np.zeros(grid_shape, np.int8)),
-        "convergence": (gdims, rng.integers(0, 4, grid_shape).astype(np.int8)),
+        "convergence": (gdims, rng.integers(0, 3, grid_shape).astype(np.int8)),
+        "convergence_strict": (gdims, rng.integers(0, 4, grid_shape).astype(np.int8)),
+        "saturated": (gdims, (u() > 0.3).astype(float)),
+        "corr_converged": (gdims, (u() > 0.2).astype(float)),
         "W": (
             (*gdims, "checkpoint", "row", "col"),
             np.cumsum(rng.normal(size=grid_shape + (K, d, d)), axis=len(grid_shape)),
@@ -225,10 +228,45 @@ def test_e6_bars_are_shares_of_ok_runs():
     fig = figure_module("e6").plot(sweep, summarize(sweep))
     ax = fig.axes[0]
     heights = np.zeros(len(sweep["d"]))
+    hatched = np.zeros(len(sweep["d"]))
     for patch in ax.patches:
-        heights[int(round(patch.get_x() + patch.get_width() / 2))] += patch.get_height()
+        x = int(round(patch.get_x() + patch.get_width() / 2))
+        if patch.get_hatch():
+            hatched[x] += patch.get_height()
+        else:
+            heights[x] += patch.get_height()
+    text = all_text(fig)
     plt.close(fig)
     np.testing.assert_allclose(heights, 1.0)
+    # hatched: the share of classified ok W runs that are unsaturated or below the threshold
+    ok = (sweep["status"] == 0) & (sweep["convergence"] >= 0)
+    bad = ok & ((sweep["saturated"] != 1) | (sweep["corr_converged"] != 1))
+    w = {"param": "W"}
+    expected = (bad.sel(w).sum("seed") / ok.sel(w).sum("seed")).values
+    np.testing.assert_allclose(hatched, expected)
+    assert "class of GD's selection" in text and "strict rule (W;" in text
+
+
+def test_e6_classes_by_selection_from_the_run():
+    """A real (tiny) E6 run: the stored class follows alpha, the strict rule is kept apart."""
+    from attnsvm.cell import Cell
+    from attnsvm.metrics import convergence_type, selection_type
+    from attnsvm.run import run_cells
+
+    cells = [Cell(n=4, T=5, d=2, param="W", iterations=60, seed=s) for s in range(6)]
+    for r in run_cells(cells, device="cpu"):
+        sc = r.scalars
+        assert r.convergence == selection_type(
+            alpha_is_opt=bool(sc["alpha_is_opt"]), locally_optimal=bool(sc["locally_optimal"])
+        )
+        assert r.convergence_strict == convergence_type(
+            saturated=bool(sc["saturated"]),
+            alpha_is_opt=bool(sc["alpha_is_opt"]),
+            locally_optimal=bool(sc["locally_optimal"]),
+            correlation=sc["corr_matching"],
+            threshold=r.cell.corr_threshold,
+        )
+        assert sc["corr_converged"] == float(sc["corr_matching"] >= r.cell.corr_threshold)
 
 
 def test_nan_helpers():

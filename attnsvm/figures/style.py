@@ -41,6 +41,7 @@ CONVERGENCE_COLORS = {
     "not-local": PALETTE[3],
     "unsaturated": PALETTE[7],
 }
+"""(``unsaturated`` is a class of the strict rule only, ``codes.CONVERGENCE_STRICT``.)"""
 
 #: Math labels used in legends and axes.
 W_MM = r"W^{\mathrm{mm}}"
