@@ -67,6 +67,19 @@ def strict_counts(sweep: xr.Dataset, param: str, d_values: list) -> np.ndarray |
     return out
 
 
+def counts_text(data: tuple[np.ndarray, np.ndarray], d_values: list, param: str) -> str:
+    """Caption sentence: per d, runs per class by selection and (not converged) among them."""
+    c, h = data
+    parts = []
+    for i, d in enumerate(d_values):
+        cls = ", ".join(
+            f"{c[i, k]} {name}" + (f" ({h[i, k]})" if h[i, k] else "")
+            for k, name in enumerate(codes.CONVERGENCE)
+        )
+        parts.append(f"d={d}: {cls}" if d is not None else cls)
+    return f"{param} runs per class (not converged): " + "; ".join(parts)
+
+
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
     params = style.params_of(sweep)
     d_values = style.grid_values(sweep, "d") or [None]
@@ -84,6 +97,8 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         f"hatched: not converged by the diagnostics, min_i max_t s_it < 1 - {tol:g} or "
         f"corr(W_GD, SVM(α)) < {thr:g}; SVM: Frobenius for W, nuclear for KQ",
     ]
+    for p in params:
+        extra.append(counts_text(data[p], d_values, p))
     for p in params:
         sc = strict_counts(sweep, p, d_values)
         if sc is None:
