@@ -52,7 +52,7 @@ def _convergence_text(sweep: xr.Dataset, params: list[str]) -> str:
         counts = [f"{int(np.sum(conv == k))} {name}" for k, name in enumerate(codes.CONVERGENCE)]
         na = int(np.sum(~np.isfinite(conv) | (conv < 0)))
         parts.append(f"{p}: " + ", ".join(counts) + (f", {na} n/a" if na else ""))
-    return "final convergence types: " + "; ".join(parts)
+    return "class of GD's final selection α (the paper's rule): " + "; ".join(parts)
 
 
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
