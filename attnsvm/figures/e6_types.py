@@ -111,14 +111,18 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
             f"unsaturated {int(sc[:, 3].sum())}, not-local {int(sc[:, 2].sum())} in all"
         )
     footer = style.footer_text(sweep, band=None, extra=extra, unit="bar")
+    # a tall footer (long notes) gets its own room below 2.6 in of axes, never over them
+    footer_in = style.footer_lines(footer) * style.FOOTER_SIZE * 1.45 / 72.0 + 0.05
     fig, axes = style.new_figure(
         1,
         len(params),
-        height=2.9,
+        height=2.6 + footer_in,
         footer_lines=style.footer_lines(footer),
         squeeze=False,
         sharey=True,
     )
+    bottom = footer_in / (2.6 + footer_in)
+    fig.get_layout_engine().set(rect=(0.0, bottom, 1.0, 1.0 - bottom))
     xpos = np.arange(len(d_values))
     width = 0.76
     for j, (ax, p) in enumerate(zip(axes[0], params, strict=True)):
