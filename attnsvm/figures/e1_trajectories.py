@@ -148,19 +148,24 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         radius = float(np.nanmax(np.linalg.norm(paths, axis=-1))) * 1.12 or 1.0
         if tokens is not None:
             X, opt = tokens
-            radius = max(radius, float(np.nanmax(np.linalg.norm(X, axis=-1))) * 1.12)
+            # tokens share the plane with W z_i but are O(1) while W(k) z_i grows: scaled to
+            # the panel (directions are what the scores x^T W z_i compare), scale in the legend
+            xmax = float(np.nanmax(np.linalg.norm(X, axis=-1)))
+            scale = 0.8 * radius / 1.12 / xmax if xmax > 0 else 1.0
             for i in range(X.shape[0]):
                 c = colors[(i + 2) % len(colors)]
                 for t in range(X.shape[1]):
                     star = opt is not None and t == opt[i]
-                    ax.plot(*X[i, t], marker="*" if star else "o", ms=9 if star else 4,
-                            mfc=c if star else "white", mec=c, mew=0.9, ls="", zorder=3,
-                            label=None if i or t else "tokens $x_{it}$")  # fmt: skip
+                    ax.plot(*(scale * X[i, t]), marker="*" if star else "o", ms=9 if star else 4,
+                            mfc=c if star else "white", mec=c, mew=0.9, ls="",
+                            zorder=3)  # fmt: skip
+            ax.plot([], [], marker="o", ms=4, mfc="white", mec="0.3", ls="",
+                    label=rf"tokens $x_{{it}}$ (× {scale:.3g})")  # fmt: skip
             ax.plot([], [], marker="*", ms=8, mfc="0.3", mec="0.3", ls="",
                     label=r"optimal token $x_{i,\mathrm{opt}_i}$")  # fmt: skip
         for note in panel_notes:
-            ax.text(0.02, 0.02, note, transform=ax.transAxes, fontsize=6, color="0.3",
-                    ha="left", va="bottom")  # fmt: skip
+            ax.text(0.98, 0.02, note, transform=ax.transAxes, fontsize=6, color="0.3",
+                    ha="right", va="bottom")  # fmt: skip
         for i in range(paths.shape[1]):
             c = colors[(i + 2) % len(colors)]
             ax.plot(
