@@ -38,7 +38,7 @@ import numpy as np
 import osqp
 import scipy.sparse as sp
 from scipy.linalg import lapack
-from scipy.optimize import nnls
+from scipy.optimize import lsq_linear, nnls
 
 from attnsvm.constraints import Constraints
 
@@ -213,9 +213,9 @@ def polish_active(cons: Constraints, W: np.ndarray) -> list[tuple[np.ndarray, np
     For each slack tolerance of ``ACTIVE_TOLS``: the rows S within that relative slack (and
     every equality row) are imposed with equality, ``W = argmin ||W||_F s.t. rows S = rhs``
     (minimum-norm least squares in the reduced coordinates of :func:`reduce`), and the
-    multipliers solve ``sum_{k in S} lam_k left_k right_k^T = W``. The caller's
-    :func:`certificate` decides whether a candidate is feasible and optimal (lam >= 0 is what
-    the KKT conditions need; negative entries lower the bound and fail the gap).
+    multipliers solve ``sum_{k in S} lam_k left_k right_k^T = W`` with lam >= 0 on inequality
+    rows (bounded least squares): the KKT conditions. The caller's :func:`certificate` decides
+    whether a candidate is feasible and optimal.
     """
     if W is None or not np.all(np.isfinite(W)) or cons.n_rows == 0:
         return []
@@ -230,11 +230,23 @@ def polish_active(cons: Constraints, W: np.ndarray) -> list[tuple[np.ndarray, np
         seen.add(key)
         A_S = red.A[S]
         m = np.linalg.lstsq(A_S, cons.rhs[S], rcond=None)[0]
-        lam_S = np.linalg.lstsq(A_S.T, m, rcond=None)[0]
-        lam = np.zeros(cons.n_rows)
-        lam[S] = lam_S
-        out.append((red.lift(m), lam))
+        out.append((red.lift(m), _signed_multipliers(cons, red, m, S)))
     return out
+
+
+def _signed_multipliers(cons: Constraints, red: Reduced, m: np.ndarray, S: np.ndarray):
+    """Multipliers on rows S with ``sum_k lam_k a_k = m``, lam >= 0 on inequality rows.
+
+    Bounded least squares (the active set is often degenerate: more active rows than the
+    reduced dimension, where plain least squares returns negative multipliers).
+    """
+    lam = np.zeros(cons.n_rows)
+    if not S.any():
+        return lam
+    lb = np.where(cons.equality[S], -np.inf, 0.0)
+    res = lsq_linear(red.A[S].T, m, bounds=(lb, np.inf), method="bvls", tol=1e-14)
+    lam[S] = res.x
+    return lam
 
 
 def _clarabel_settings() -> clarabel.DefaultSettings:
@@ -372,16 +384,14 @@ def _reduced_primal(cons: Constraints, solver: str):
 
 
 def _multipliers(cons: Constraints, red: Reduced, m: np.ndarray) -> np.ndarray | None:
-    """Multipliers of a reduced primal answer m: least squares ``A^T lam = m`` on its rows
-    within ``ACTIVE_TOLS[-1]`` relative slack (lam >= 0 is left to the certificate)."""
+    """Multipliers of a reduced primal answer m on its rows within ``ACTIVE_TOLS[0]`` relative
+    slack (:func:`_signed_multipliers`); the certificate decides whether they bound well."""
     W = red.lift(m)
     slack = (cons.values(W) - cons.rhs) / np.maximum(1.0, np.abs(cons.rhs))
     S = cons.equality | (slack <= ACTIVE_TOLS[0])
     if not S.any():
         return None
-    lam = np.zeros(cons.n_rows)
-    lam[S] = np.linalg.lstsq(red.A[S].T, m, rcond=None)[0]
-    return lam
+    return _signed_multipliers(cons, red, m, S)
 
 
 def _route_clarabel_primal(cons: Constraints) -> list[Candidate]:
