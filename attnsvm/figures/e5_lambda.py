@@ -44,10 +44,19 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     n_ok = ok.sum(axis=1) if ok is not None else np.full(len(lams), sweep.sizes.get("seed", 1))
     amb = _by_lam(sweep, "ambiguous", lams)
     n_amb = int(np.nansum(amb))
+    # undefined because every token is relevant (no Gen-SVM constraint) or because an SVM had
+    # no certified answer ("not solved", issue 12): counted apart
+    all_rel = np.zeros_like(n_ok, dtype=int)
+    if "n_relevant" in sweep and T:
+        nrel_ok = _by_lam(sweep, "n_relevant", lams)
+        okm = ok if ok is not None else np.ones_like(nrel_ok, dtype=bool)
+        all_rel = (okm & (nrel_ok >= T - 1e-9)).sum(axis=1)
+    not_solved = np.maximum(undefined["corr_svmeq"] - all_rel, 0)
     extra = [
-        "corr undefined (all tokens relevant: no Gen-SVM constraint), excluded from the mean: "
+        "corr undefined, excluded from the mean: "
         + ", ".join(f"{name.removeprefix('corr_')} {int(u.sum())}" for name, u in undefined.items())
-        + " runs; counts per λ on the top axis of panel (b)",
+        + f" runs (all tokens relevant, no Gen-SVM constraint: {int(all_rel.sum())}; Gen-SVM "
+        f"not solved: {int(not_solved.sum())}); counts per λ on the top axis of panel (b)",
         f"ambiguous runs (final softmax has values in (1e-6, 1e-3)): {n_amb} of "
         f"{int(np.isfinite(amb).sum())} ok runs (kept)",
     ]
