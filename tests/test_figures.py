@@ -339,3 +339,29 @@ def test_figure_from_real_pipeline_with_a_missing_block(name, raw, tmp_path):
     plt.close(fig)
     missing = len(blocks[-1].cells)
     assert f", {missing} missing" in text
+
+
+def test_e4_main_curves_are_clear_runs_and_floored_values_are_marked():
+    """Issue 12: clear runs are the main curves, ambiguous runs apart; values below 1e-12 are
+    counted and marked on the axis, not drawn at a clip value."""
+    sweep = synthetic_sweep("e4", damage=False)
+    amb = np.zeros(sweep["ambiguous"].shape)
+    amb[:, :2] = 1  # the first two seeds of each d are ambiguous
+    sweep["ambiguous"][...] = amb
+    curve = sweep["curve_corr_svmeq"].values
+    curve[:, :2] = 0.5  # ambiguous: 1 - corr = 0.5
+    curve[:, 2:] = 1 - 1e-3  # clear: 1 - corr = 1e-3
+    sweep["curve_corr_svmeq"][...] = curve
+    sweep["corr_svmeq"][{"d": 0, "seed": 2}] = 1.0  # 1 - corr = 0 < 1e-12
+    fig = figure_module("e4").plot(sweep, summarize(sweep))
+    ax = fig.axes[0]
+    solid = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-" and ln.get_label() == "$d=4$"]
+    dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--" and len(ln.get_ydata())]
+    np.testing.assert_allclose(solid[0].get_ydata(), 1e-3, rtol=1e-9)
+    np.testing.assert_allclose(dashed[0].get_ydata(), 0.5, rtol=1e-9)
+    text = all_text(fig)
+    plt.close(fig)
+    n = sweep.sizes["seed"] * sweep.sizes["d"]
+    assert f"clear runs (main curves, the paper's accepted runs): {n - 2 * 2}" in text
+    assert "1 run with 1 - corr below 1e-12 (markers on the bottom axis)" in text
+    assert "below $10^{-12}$: 1 run" in text
