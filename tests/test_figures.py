@@ -365,3 +365,19 @@ def test_e4_main_curves_are_clear_runs_and_floored_values_are_marked():
     assert f"clear runs (main curves, the paper's accepted runs): {n - 2 * 2}" in text
     assert "1 run with 1 - corr below 1e-12 (markers on the bottom axis)" in text
     assert "below $10^{-12}$: 1 run" in text
+
+
+def test_e1_draws_tokens_and_labels_the_kq_axis():
+    sweep = synthetic_sweep("e1", damage=False)
+    rng = np.random.default_rng(1)
+    shape = sweep["status"].shape
+    sweep["X"] = ((*sweep["status"].dims, "example", "token", "feature"),
+                  rng.normal(size=shape + (2, 3, 2)))  # fmt: skip
+    sweep["opt"] = ((*sweep["status"].dims, "example"), np.zeros(shape + (2,), int))
+    fig = figure_module("e1").plot(sweep, summarize(sweep))
+    labels = [ax.get_xlabel() for ax in fig.axes]
+    text = all_text(fig)
+    plt.close(fig)
+    assert any("K Q^{\\top} z_i" in lab for lab in labels)
+    assert any("W z_i" in lab for lab in labels)
+    assert "optimal token" in text and "tokens $x_{it}$" in text
