@@ -61,7 +61,21 @@ def results_to_dataset(results: Sequence[CellResult], attrs: dict[str, Any]) -> 
         "convergence",
         ("cell",),
         np.array([codes.encode(r.convergence, codes.CONVERGENCE) for r in results], np.int8),
-        **codes.flag_attrs(codes.CONVERGENCE, "-1: not applicable"),
+        **codes.flag_attrs(
+            codes.CONVERGENCE, "by GD's selection alpha (the paper's rule); -1: not applicable"
+        ),
+    )
+    put(
+        "convergence_strict",
+        ("cell",),
+        np.array(
+            [codes.encode(r.convergence_strict, codes.CONVERGENCE_STRICT) for r in results],
+            np.int8,
+        ),
+        **codes.flag_attrs(
+            codes.CONVERGENCE_STRICT,
+            "strict rule: unsaturated first, then corr >= threshold; -1: not applicable",
+        ),
     )
     # data (SCIENCE.md section 1)
     put("X", ("cell", "example", "token", "feature"), np.stack([r.data.X for r in results]))

@@ -9,8 +9,13 @@ cell (message kept); missing: the cell's block has no finished store (not run ye
 SVM_STATUS = ("optimal", "optimal_inaccurate", "infeasible", "solver_error", "not_solved")
 """Status of one SVM solve; not_solved: that SVM was not attempted for this cell."""
 
-CONVERGENCE = ("global", "local", "not-local", "unsaturated")
-"""Convergence type of a GD run (SCIENCE.md section 5); -1 where not applicable."""
+CONVERGENCE = ("global", "local", "not-local")
+"""Convergence type of a GD run by its selection alpha, the paper's rule (SCIENCE.md section
+5); -1 where not applicable."""
+
+CONVERGENCE_STRICT = ("global", "local", "not-local", "unsaturated")
+"""Convergence type by the strict rule (unsaturated first, then corr >= threshold; SCIENCE.md
+section 5); -1 where not applicable."""
 
 NOT_APPLICABLE = -1
 

@@ -45,7 +45,7 @@ def _fill_for(name: str, dtype: np.dtype):
         return codes.CELL_STATUS.index("missing")
     if name in ("svm_status", "gen_status"):
         return codes.SVM_STATUS.index("not_solved")
-    if name == "convergence":
+    if name in ("convergence", "convergence_strict"):
         return codes.NOT_APPLICABLE
     if dtype.kind in "iu":
         return -1

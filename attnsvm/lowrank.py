@@ -91,7 +91,7 @@ def _solve_factor(cons: Constraints, right: np.ndarray, left: np.ndarray) -> np.
         token=cons.token,
     )
     res = solve_frobenius(sub)
-    return res.W if res.feasible else None
+    return res.W if res.solved else None
 
 
 def _descend(

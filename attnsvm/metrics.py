@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-CONVERGENCE_TYPES = ("global", "local", "not-local", "unsaturated")
+CONVERGENCE_TYPES = ("global", "local", "not-local")
+"""Convergence type by GD's selection alpha (the paper's rule, SCIENCE.md section 5)."""
+CONVERGENCE_STRICT_TYPES = ("global", "local", "not-local", "unsaturated")
+"""The strict rule: saturation and corr >= threshold first (SCIENCE.md section 5)."""
 
 
 def corr(A: np.ndarray | None, B: np.ndarray | None) -> float:
@@ -71,6 +74,24 @@ def is_saturated(softmax: np.ndarray, tol: float) -> bool:
     return bool(softmax.max(axis=-1).min() >= 1.0 - tol)
 
 
+def selection_type(*, alpha_is_opt: bool, locally_optimal: bool) -> str:
+    """Convergence type by GD's selection alpha at the last iterate (SCIENCE.md section 5).
+
+    global if alpha = opt; local if alpha != opt and alpha is locally optimal (Att-SVM(alpha)
+    feasible, every support token scores below the selected one); not-local otherwise (an
+    infeasible alpha included). Whether the run has converged (saturated softmax, corr with
+    SVM(alpha) >= threshold) is a separate diagnostic, not a class: this is the paper's rule.
+    """
+    if alpha_is_opt:
+        return "global"
+    return "local" if locally_optimal else "not-local"
+
+
+def corr_converged(correlation: float, threshold: float) -> bool:
+    """Whether ``corr(W_GD, SVM(alpha)) >= threshold`` (False for an undefined correlation)."""
+    return bool(np.isfinite(correlation) and correlation >= threshold)
+
+
 def convergence_type(
     *,
     saturated: bool,
@@ -79,7 +100,7 @@ def convergence_type(
     correlation: float,
     threshold: float,
 ) -> str:
-    """Convergence type of a GD run (SCIENCE.md section 5).
+    """Convergence type of a GD run by the strict rule (SCIENCE.md section 5).
 
     unsaturated if the softmax does not yet select one token; global if alpha = opt and
     corr >= threshold; local if alpha != opt, alpha locally optimal and corr >= threshold;
@@ -87,7 +108,7 @@ def convergence_type(
     """
     if not saturated:
         return "unsaturated"
-    close = bool(np.isfinite(correlation) and correlation >= threshold)
+    close = corr_converged(correlation, threshold)
     if close and alpha_is_opt:
         return "global"
     if close and locally_optimal:

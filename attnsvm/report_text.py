@@ -25,6 +25,7 @@ def cell_summary_dict(res: CellResult) -> dict[str, Any]:
         "alpha": res.alpha.tolist(),
         "opt": res.opt.tolist(),
         "convergence": res.convergence,
+        "convergence_strict": res.convergence_strict,
         "svms": {
             k: {
                 "status": r.status,
@@ -78,8 +79,10 @@ def cell_summary(res: CellResult) -> str:
         )
     if res.convergence:
         lines.append(
-            f"convergence   {res.convergence}  (locally optimal: "
-            f"{bool(sc.get('locally_optimal'))}, threshold {c.corr_threshold})"
+            f"convergence   {res.convergence} by selection (locally optimal: "
+            f"{bool(sc.get('locally_optimal'))}); strict rule: {res.convergence_strict} "
+            f"(saturated: {bool(sc.get('saturated'))}, corr >= {c.corr_threshold}: "
+            f"{bool(sc.get('corr_converged'))})"
         )
     if "support_share" in sc:
         lines.append(

@@ -62,7 +62,8 @@ class CellResult:
     svms: dict[str, SVMResult] = field(default_factory=dict)
     gen: GenSVMResult | None = None
     scalars: dict[str, float] = field(default_factory=dict)
-    convergence: str = ""  # metrics.CONVERGENCE_TYPES, or "" when not applicable
+    convergence: str = ""  # metrics.CONVERGENCE_TYPES (by selection), "" when not applicable
+    convergence_strict: str = ""  # metrics.CONVERGENCE_STRICT_TYPES, "" when not applicable
     curves: dict[str, np.ndarray] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
@@ -360,13 +361,16 @@ def _solve_and_measure(res: CellResult, trained: bool, cache: SolveCache | None 
     sc = res.scalars
     sc["alpha_is_opt"] = float(alpha_is_opt)
     for key, r in res.svms.items():
-        sc[f"rank_{key}"] = M.rank(r.W, cell.rank_tol)
-        sc[f"erank_{key}"] = M.effective_rank(r.W)
-        sc[f"objective_{key}"] = r.objective
-        sc[f"feasible_{key}"] = float(r.feasible)
+        # an answer without a certificate (optimal_inaccurate, solver_error) is not solved:
+        # no rank, no objective, and feasible_* NaN (neither feasible nor infeasible; issue 12)
+        W = r.W if r.solved else None
+        sc[f"rank_{key}"] = M.rank(W, cell.rank_tol)
+        sc[f"erank_{key}"] = M.effective_rank(W)
+        sc[f"objective_{key}"] = r.objective if r.solved else np.nan
+        sc[f"feasible_{key}"] = _feasible_flag(r)
     fro = res.svms["fro_alpha"]
-    sc["svm_margin"] = 1.0 / fro.objective if fro.feasible else np.nan
-    if fro.feasible:
+    sc["svm_margin"] = 1.0 / fro.objective if fro.solved else np.nan
+    if fro.solved:
         sv = support_tokens(cons["alpha"], fro.W, cell.support_tol)
         sc["support_share"] = float(sv.mean())
         sc["all_support"] = float(sv.all())
@@ -382,7 +386,7 @@ def _solve_and_measure(res: CellResult, trained: bool, cache: SolveCache | None 
     res.curves["wnorm"] = res.wnorm
     for key, r in res.svms.items():
         res.curves[f"corr_{key}"] = (
-            M.corr_batch(Wk, r.W[None]) if r.feasible else np.full(len(Wk), np.nan)
+            M.corr_batch(Wk, r.W[None]) if r.solved else np.full(len(Wk), np.nan)
         )
     with np.errstate(invalid="ignore", divide="ignore"):
         vals = cons["alpha"].values(Wk) if len(Wk) else None  # (checkpoints, rows)
@@ -401,12 +405,14 @@ def _solve_and_measure(res: CellResult, trained: bool, cache: SolveCache | None 
     if cell.head == "linear":
         norm = "fro" if cell.param == "W" else "nuc"
         matching = res.svms[f"{norm}_alpha"]
-        local = matching.feasible and is_locally_optimal(
+        local = matching.solved and is_locally_optimal(
             cons["alpha"], matching.W, gamma, res.alpha, cell.support_tol
         )
         sc["locally_optimal"] = float(local)
         sc["corr_matching"] = sc[f"corr_{norm}_alpha"]
-        res.convergence = M.convergence_type(
+        sc["corr_converged"] = float(M.corr_converged(sc["corr_matching"], cell.corr_threshold))
+        res.convergence = M.selection_type(alpha_is_opt=alpha_is_opt, locally_optimal=local)
+        res.convergence_strict = M.convergence_type(
             saturated=saturated,
             alpha_is_opt=alpha_is_opt,
             locally_optimal=local,
@@ -420,6 +426,13 @@ def _solve_and_measure(res: CellResult, trained: bool, cache: SolveCache | None 
     res.timings["metrics"] = time.perf_counter() - t1
 
 
+def _feasible_flag(r: SVMResult) -> float:
+    """1 for a certified solution, 0 for a proven infeasible SVM, NaN when not solved."""
+    if r.solved:
+        return 1.0
+    return 0.0 if r.status == "infeasible" else float("nan")
+
+
 def _general_head(res: CellResult, W_gd: np.ndarray) -> None:
     """Gen-SVM metrics for nonlinear heads (SCIENCE.md section 4 Gen-SVM, experiments E4/E5)."""
     cell, ds, sc = res.cell, res.data, res.scalars
@@ -431,7 +444,7 @@ def _general_head(res: CellResult, W_gd: np.ndarray) -> None:
     nan_curve = np.full(len(res.W), np.nan)
     res.curves["corr_svmeq"] = nan_curve if g.svmeq is None else M.corr_batch(res.W, g.svmeq[None])
     res.curves["corr_mm_gen"] = (
-        M.corr_batch(res.W, g.mm_gen.W[None]) if g.mm_gen.feasible else nan_curve
+        M.corr_batch(res.W, g.mm_gen.W[None]) if g.mm_gen.solved else nan_curve
     )
     res.curves["corr_single"] = res.curves["corr_fro_alpha"]
     for key in GEN_CURVES:
@@ -440,7 +453,7 @@ def _general_head(res: CellResult, W_gd: np.ndarray) -> None:
     sc["max_masked_prob"] = float(masked.max())
     sc["n_relevant"] = float(g.relevant.sum(axis=1).mean())
     sc["ambiguous"] = float(np.any((s_final > 1e-6) & (s_final < cell.relevant_tol)))
-    sc["status_mm_gen_feasible"] = float(g.mm_gen.feasible)
+    sc["status_mm_gen_feasible"] = _feasible_flag(g.mm_gen)
 
 
 def _low_rank(res: CellResult, cons) -> None:

@@ -5,7 +5,8 @@ the summary holds ``<name>_mean``, ``<name>_std`` (ddof=1), ``<name>_sem`` and `
 (number of seeds with a finite value). Flags (0/1 variables such as ``feasible_*``,
 ``alpha_is_opt``, ``ambiguous``) also get ``<name>_sum``. Status codes become counts per grid
 point: ``count_status`` (dim ``status``), ``count_convergence`` and ``share_convergence`` (dim
-``convergence``, shares among cells that have a convergence type), ``count_svm_status``.
+``convergence``, shares among cells that have a convergence type; the class by selection),
+the same for ``convergence_strict`` (the strict rule), ``count_svm_status``.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ FLAG_PREFIXES = (
     "ambiguous",
     "all_support",
     "locally_optimal",
+    "corr_converged",
 )
-_SKIP = {"status", "convergence", "svm_status", "gen_status", "alpha", "opt"}
+_SKIP = {"status", "convergence", "convergence_strict", "svm_status", "gen_status", "alpha", "opt"}
 _ALLOWED_TAIL = {"checkpoint"}
 
 
@@ -64,11 +66,15 @@ def summarize(sweep: xr.Dataset) -> xr.Dataset:
         if name.startswith(FLAG_PREFIXES):
             out[f"{name}_sum"] = x.sum("seed", skipna=True)
     out["count_status"] = _counts(sweep["status"], codes.CELL_STATUS, "status")
-    if "convergence" in sweep:
-        cnt = _counts(sweep["convergence"], codes.CONVERGENCE, "convergence")
-        out["count_convergence"] = cnt
-        total = cnt.sum("convergence")
-        out["share_convergence"] = cnt / total.where(total > 0)
+    for name, table in (
+        ("convergence", codes.CONVERGENCE),
+        ("convergence_strict", codes.CONVERGENCE_STRICT),
+    ):
+        if name in sweep:
+            cnt = _counts(sweep[name], table, name)
+            out[f"count_{name}"] = cnt
+            total = cnt.sum(name)
+            out[f"share_{name}"] = cnt / total.where(total > 0)
     if "svm_status" in sweep:
         out["count_svm_status"] = _counts(sweep["svm_status"], codes.SVM_STATUS, "svm_status")
     ds = xr.Dataset(out)

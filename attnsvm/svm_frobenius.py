@@ -12,7 +12,20 @@
   a zero cone for the equalities and a nonnegative cone for the inequalities.
 
 On a Clarabel error the same problem is retried with OSQP (high accuracy, polishing) before
-``solver_error`` is reported. Every returned W is checked against the constraints.
+``solver_error`` is reported.
+
+An answer is ``optimal`` only with a certificate (issue 12): W satisfies every constraint to
+``VERIFY_TOL`` relative (inequality-only systems are scaled up onto the feasible set, which is
+exact for positive right-hand sides), and multipliers ``lam >= 0`` (free on equalities) give a
+weak-duality lower bound ``(rhs^T lam) / ||sum_k lam_k left_k right_k^T||_F <= ||W_mm||_F``
+within ``GAP_TOL`` relative of ``||W||_F``. A route whose answer misses the certificate is
+polished on its active set (the equality system of the active rows, solved exactly, with its
+multipliers checked for sign: the KKT conditions); if that fails too, the next route runs (dual
+QP -> reduced primal with Clarabel -> reduced primal with OSQP). Nearly infeasible instances
+(margins of 1e-5 and below, ``||W_mm||`` of 1e5) are where the routes disagree. If no route
+certifies its answer, the best one is returned as ``optimal_inaccurate``, which every metric,
+summary and figure treats as "not solved". ``SVMResult.solver`` names the route that produced
+the answer; ``SVMResult.message`` records the routes tried and the certified gap.
 """
 
 from __future__ import annotations
@@ -25,13 +38,15 @@ import numpy as np
 import osqp
 import scipy.sparse as sp
 from scipy.linalg import lapack
-from scipy.optimize import nnls
+from scipy.optimize import lsq_linear, nnls
 
 from attnsvm.constraints import Constraints
 
 STATUSES = ("optimal", "optimal_inaccurate", "infeasible", "solver_error")
-#: relative tolerance of the feasibility check of a returned W (``optimal`` needs it)
-VERIFY_TOL = 1e-6
+#: relative tolerance of the feasibility check of a returned W (``optimal`` needs it; issue 12)
+VERIFY_TOL = 1e-9
+#: relative duality gap ``(||W|| - lower bound) / ||W||`` an ``optimal`` answer must certify
+GAP_TOL = 1e-8
 #: Clarabel tolerances of the QPs (defaults are 1e-8)
 CLARABEL_TOL = 1e-10
 #: use the reduced primal for inequality-only systems when d * d * PRIMAL_RATIO <= N
@@ -59,8 +74,17 @@ class SVMResult:
 
     @property
     def feasible(self) -> bool:
-        """Whether a solution W was returned."""
+        """Whether a solution W was returned (``optimal`` or ``optimal_inaccurate``)."""
         return self.W is not None
+
+    @property
+    def solved(self) -> bool:
+        """Whether W is a certified solution (status ``optimal``): the only answers that count.
+
+        ``optimal_inaccurate`` and ``solver_error`` are "not solved" (neither feasible nor
+        infeasible) in every metric, summary and figure (issue 12).
+        """
+        return self.status == "optimal" and self.W is not None
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -122,13 +146,107 @@ def _infeasible(solver: str, t0: float, message: str) -> SVMResult:
     return _result(None, "infeasible", np.nan, solver, t0, message)
 
 
-def _finish(cons: Constraints, W: np.ndarray, ok: bool, solver: str, t0: float, msg: str = ""):
-    """Verify W against the constraints; ``optimal`` needs solver success and feasibility."""
+def _lift_dual(cons: Constraints, lam: np.ndarray) -> np.ndarray:
+    """``sum_k lam_k left_k right_k^T`` (d, d)."""
+    return cons.left.T @ (lam[:, None] * cons.right)
+
+
+def _scalable(cons: Constraints) -> bool:
+    """Whether scaling W keeps it optimal-shaped: equality rhs 0, inequality rhs > 0."""
+    return bool(np.all(cons.rhs[cons.equality] == 0) and np.all(cons.rhs[~cons.equality] > 0))
+
+
+def scale_onto(cons: Constraints, W: np.ndarray) -> np.ndarray:
+    """W scaled so that its tightest inequality row holds with equality (exactly feasible).
+
+    Only for :func:`_scalable` systems (the Att-SVM: every rhs is 1) and a W whose inequality
+    rows are all positive; otherwise W is returned unchanged.
+    """
+    ineq = ~cons.equality
+    if cons.n_rows == 0 or not ineq.any() or not _scalable(cons):
+        return W
+    ratio = float(np.min(cons.values(W)[ineq] / cons.rhs[ineq]))
+    return W / ratio if np.isfinite(ratio) and ratio > 0 else W
+
+
+def lower_bound(cons: Constraints, lam: np.ndarray | None) -> float:
+    """Weak-duality lower bound on ``||W_mm||_F`` from multipliers lam (free on equalities).
+
+    For every feasible W, ``rhs^T lam <= <G(lam), W> <= ||G(lam)||_F ||W||_F`` with
+    ``G(lam) = sum_k lam_k left_k right_k^T`` and lam >= 0 on inequality rows (clipped here),
+    so ``rhs^T lam / ||G(lam)||_F`` bounds the optimum from below. -inf when undefined.
+    """
+    if lam is None or lam.shape != (cons.n_rows,) or not np.all(np.isfinite(lam)):
+        return -np.inf
+    lam = np.where(cons.equality, lam, np.maximum(lam, 0.0))
+    g = float(np.linalg.norm(_lift_dual(cons, lam)))
+    val = float(cons.rhs @ lam)
+    return val / g if g > 0 else -np.inf
+
+
+def certificate(
+    cons: Constraints, W: np.ndarray, lam: np.ndarray | None
+) -> tuple[np.ndarray, float, float]:
+    """``(W scaled onto the feasible set, relative violation, certified relative gap)``.
+
+    The gap is ``(||W||_F - lower_bound) / ||W||_F`` (:func:`lower_bound`); inf without a
+    bound. An answer is ``optimal`` iff violation <= ``VERIFY_TOL`` and gap <= ``GAP_TOL``.
+    """
+    W = scale_onto(cons, W)
     viol = violation(cons, W)
-    status = "optimal" if ok and viol <= VERIFY_TOL else "optimal_inaccurate"
-    if viol > VERIFY_TOL:
-        msg = (msg + "; " if msg else "") + f"max relative violation {viol:.2e}"
-    return _result(W, status, np.linalg.norm(W), solver, t0, msg)
+    obj = float(np.linalg.norm(W))
+    lb = lower_bound(cons, lam)
+    if obj == 0:  # W = 0 is feasible only when it is optimal
+        gap = 0.0
+    else:
+        gap = (obj - lb) / obj if np.isfinite(lb) else np.inf
+    return W, viol, float(gap)
+
+
+#: relative slack below which a row counts as active when polishing on the active set
+ACTIVE_TOLS = (1e-7, 1e-5, 1e-3)
+
+
+def polish_active(cons: Constraints, W: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Candidates ``(W, lam)`` from the active set of W, solved exactly (KKT conditions).
+
+    For each slack tolerance of ``ACTIVE_TOLS``: the rows S within that relative slack (and
+    every equality row) are imposed with equality, ``W = argmin ||W||_F s.t. rows S = rhs``
+    (minimum-norm least squares in the reduced coordinates of :func:`reduce`), and the
+    multipliers solve ``sum_{k in S} lam_k left_k right_k^T = W`` with lam >= 0 on inequality
+    rows (bounded least squares): the KKT conditions. The caller's :func:`certificate` decides
+    whether a candidate is feasible and optimal.
+    """
+    if W is None or not np.all(np.isfinite(W)) or cons.n_rows == 0:
+        return []
+    red = reduce(cons)
+    slack = (cons.values(W) - cons.rhs) / np.maximum(1.0, np.abs(cons.rhs))
+    out, seen = [], set()
+    for tol in ACTIVE_TOLS:
+        S = cons.equality | (slack <= tol)
+        key = S.tobytes()
+        if not S.any() or key in seen:
+            continue
+        seen.add(key)
+        A_S = red.A[S]
+        m = np.linalg.lstsq(A_S, cons.rhs[S], rcond=None)[0]
+        out.append((red.lift(m), _signed_multipliers(cons, red, m, S)))
+    return out
+
+
+def _signed_multipliers(cons: Constraints, red: Reduced, m: np.ndarray, S: np.ndarray):
+    """Multipliers on rows S with ``sum_k lam_k a_k = m``, lam >= 0 on inequality rows.
+
+    Bounded least squares (the active set is often degenerate: more active rows than the
+    reduced dimension, where plain least squares returns negative multipliers).
+    """
+    lam = np.zeros(cons.n_rows)
+    if not S.any():
+        return lam
+    lb = np.where(cons.equality[S], -np.inf, 0.0)
+    res = lsq_linear(red.A[S].T, m, bounds=(lb, np.inf), method="bvls", tol=1e-14)
+    lam[S] = res.x
+    return lam
 
 
 def _clarabel_settings() -> clarabel.DefaultSettings:
@@ -167,28 +285,6 @@ def gram(cons: Constraints) -> np.ndarray:
     return (cons.left @ cons.left.T) * (cons.right @ cons.right.T)
 
 
-def _lift_dual(cons: Constraints, lam: np.ndarray) -> np.ndarray:
-    return cons.left.T @ (lam[:, None] * cons.right)
-
-
-def _polish_dual(cons: Constraints, G: np.ndarray, lam: np.ndarray) -> np.ndarray | None:
-    """Active-set refinement: solve the equality system on the support of lambda exactly.
-
-    Returns W if the result satisfies the KKT conditions (multipliers >= 0, all constraints
-    feasible) to 1e-9, else None.
-    """
-    if lam is None or not np.all(np.isfinite(lam)) or lam.max() <= 0:
-        return None
-    S = lam > 1e-7 * lam.max()
-    mu = np.linalg.lstsq(G[np.ix_(S, S)], cons.rhs[S], rcond=None)[0]
-    if mu.min() < -1e-9 * max(1.0, mu.max()):
-        return None
-    full = np.zeros_like(lam)
-    full[S] = np.maximum(mu, 0.0)
-    W = _lift_dual(cons, full)
-    return W if violation(cons, W) <= 1e-9 else None
-
-
 def _nnls_dual(G: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     """The dual QP ``min 1/2 lam^T G lam - b^T lam, lam >= 0`` as non-negative least squares.
 
@@ -211,56 +307,52 @@ def _nnls_dual(G: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     return lam
 
 
-def _solve_dual(cons: Constraints, t0: float) -> SVMResult:
-    G = gram(cons)
-    b = cons.rhs
+class _Infeasible(Exception):
+    """A route proved the system infeasible (a result about the data, not an error)."""
+
+    def __init__(self, solver: str, message: str) -> None:
+        super().__init__(message)
+        self.solver = solver
+
+
+Candidate = tuple[np.ndarray, "np.ndarray | None", str]
+"""(W, multipliers over all rows or None, note) proposed by one route."""
+
+
+def _route_nnls(cons: Constraints) -> list[Candidate]:
+    lam = _nnls_dual(gram(cons), cons.rhs)
+    return [] if lam is None else [(_lift_dual(cons, lam), lam, "scipy nnls")]
+
+
+def _route_clarabel_dual(cons: Constraints) -> list[Candidate]:
     N = cons.n_rows
-    lam = _nnls_dual(G, b)
-    if lam is not None:
-        W = _polish_dual(cons, G, lam)
-        if W is not None:
-            return _finish(cons, W, True, "nnls-dual", t0, "scipy nnls, polished")
-    P = sp.csc_matrix(np.triu(G))
-    q = -b
-    msg = ""
-    try:
-        solver = clarabel.DefaultSolver(
-            P, q, -sp.identity(N, format="csc"), np.zeros(N),
-            [clarabel.NonnegativeConeT(N)], _clarabel_settings(),
-        )  # fmt: skip
-        sol = solver.solve()
-        status = str(sol.status).split(".")[-1]
-        if status in ("DualInfeasible", "AlmostDualInfeasible"):
-            return _infeasible("clarabel-dual", t0, f"dual unbounded ({status})")
-        lam = np.asarray(sol.x)
-        if status in _SOLVED + _ALMOST or status in ("InsufficientProgress", "MaxIterations"):
-            W = _polish_dual(cons, G, lam)
-            if W is not None:
-                return _finish(cons, W, True, "clarabel-dual", t0, f"clarabel {status}, polished")
-            if status in _SOLVED + _ALMOST:
-                W = _lift_dual(cons, np.maximum(lam, 0.0))
-                return _finish(cons, W, status in _SOLVED, "clarabel-dual", t0, status)
-        msg = f"clarabel status {status}"
-    except Exception as exc:  # noqa: BLE001 - any solver failure triggers the OSQP retry
-        msg = f"clarabel raised {type(exc).__name__}: {exc}"
-    # ---- OSQP retry
-    try:
-        status, lam = _osqp_solve(
-            P, q, sp.identity(N, format="csc"), np.zeros(N), np.full(N, np.inf)
-        )
-        if status.startswith("dual infeasible"):
-            return _infeasible("osqp-dual", t0, f"{msg}; osqp: dual unbounded ({status})")
-        lam = np.asarray(lam, dtype=np.float64)
-        W = _polish_dual(cons, G, lam)
-        if W is not None:
-            return _finish(cons, W, True, "osqp-dual", t0, f"{msg}; osqp {status}, polished")
-        if status.startswith("solved"):
-            W = _lift_dual(cons, np.maximum(lam, 0.0))
-            return _finish(cons, W, status == "solved", "osqp-dual", t0, f"{msg}; osqp {status}")
-        msg += f"; osqp status {status}"
-    except Exception as exc:  # noqa: BLE001
-        msg += f"; osqp raised {type(exc).__name__}: {exc}"
-    return _result(None, "solver_error", np.nan, "clarabel-dual", t0, msg)
+    P = sp.csc_matrix(np.triu(gram(cons)))
+    solver = clarabel.DefaultSolver(
+        P, -cons.rhs, -sp.identity(N, format="csc"), np.zeros(N),
+        [clarabel.NonnegativeConeT(N)], _clarabel_settings(),
+    )  # fmt: skip
+    sol = solver.solve()
+    status = str(sol.status).split(".")[-1]
+    if status in ("DualInfeasible", "AlmostDualInfeasible"):
+        raise _Infeasible("clarabel-dual", f"dual unbounded ({status})")
+    if status not in _SOLVED + _ALMOST + ("InsufficientProgress", "MaxIterations"):
+        raise RuntimeError(f"clarabel status {status}")
+    lam = np.maximum(np.asarray(sol.x), 0.0)
+    return [(_lift_dual(cons, lam), lam, f"clarabel {status}")]
+
+
+def _route_osqp_dual(cons: Constraints) -> list[Candidate]:
+    N = cons.n_rows
+    P = sp.csc_matrix(np.triu(gram(cons)))
+    status, lam = _osqp_solve(
+        P, -cons.rhs, sp.identity(N, format="csc"), np.zeros(N), np.full(N, np.inf)
+    )
+    if status.startswith("dual infeasible"):
+        raise _Infeasible("osqp-dual", f"osqp: dual unbounded ({status})")
+    if lam is None or not status.startswith("solved"):
+        raise RuntimeError(f"osqp status {status}")
+    lam = np.maximum(np.asarray(lam, dtype=np.float64), 0.0)
+    return [(_lift_dual(cons, lam), lam, f"osqp {status}")]
 
 
 # ----------------------------------------------------------------------------- primal
@@ -281,49 +373,118 @@ def independent_equalities(
     return s[:r, None] * Vt[:r], c[:r], float(resid)
 
 
-def _solve_primal_reduced(cons: Constraints, t0: float) -> SVMResult:
+def _reduced_primal(cons: Constraints, solver: str):
+    """The reduced primal's data (issue: equalities made independent, inconsistency checked)."""
     red = reduce(cons)
     eq = cons.equality
     A_eq, b_eq, resid = independent_equalities(red.A[eq], cons.rhs[eq])
     if resid > 1e-8:
-        return _infeasible("clarabel-primal", t0, f"inconsistent equalities (residual {resid:.1e})")
-    A_in, b_in = red.A[~eq], cons.rhs[~eq]
+        raise _Infeasible(solver, f"inconsistent equalities (residual {resid:.1e})")
+    return red, A_eq, b_eq, red.A[~eq], cons.rhs[~eq]
+
+
+def _multipliers(cons: Constraints, red: Reduced, m: np.ndarray) -> np.ndarray | None:
+    """Multipliers of a reduced primal answer m on its rows within ``ACTIVE_TOLS[0]`` relative
+    slack (:func:`_signed_multipliers`); the certificate decides whether they bound well."""
+    W = red.lift(m)
+    slack = (cons.values(W) - cons.rhs) / np.maximum(1.0, np.abs(cons.rhs))
+    S = cons.equality | (slack <= ACTIVE_TOLS[0])
+    if not S.any():
+        return None
+    return _signed_multipliers(cons, red, m, S)
+
+
+def _route_clarabel_primal(cons: Constraints) -> list[Candidate]:
+    red, A_eq, b_eq, A_in, b_in = _reduced_primal(cons, "clarabel-primal")
     p = red.A.shape[1]
+    A = sp.csc_matrix(np.vstack([A_eq, -A_in]))
+    b = np.concatenate([b_eq, -b_in])
+    cones = []
+    if A_eq.shape[0]:
+        cones.append(clarabel.ZeroConeT(A_eq.shape[0]))
+    if A_in.shape[0]:
+        cones.append(clarabel.NonnegativeConeT(A_in.shape[0]))
     P = sp.identity(p, format="csc")
-    q = np.zeros(p)
-    msg = ""
-    try:
-        A = sp.csc_matrix(np.vstack([A_eq, -A_in]))
-        b = np.concatenate([b_eq, -b_in])
-        cones = []
-        if A_eq.shape[0]:
-            cones.append(clarabel.ZeroConeT(A_eq.shape[0]))
-        if A_in.shape[0]:
-            cones.append(clarabel.NonnegativeConeT(A_in.shape[0]))
-        sol = clarabel.DefaultSolver(P, q, A, b, cones, _clarabel_settings()).solve()
-        status = str(sol.status).split(".")[-1]
-        if status in ("PrimalInfeasible", "AlmostPrimalInfeasible"):
-            return _infeasible("clarabel-primal", t0, f"primal infeasible ({status})")
-        if status in _SOLVED + _ALMOST:
-            W = red.lift(np.asarray(sol.x))
-            return _finish(cons, W, status in _SOLVED, "clarabel-primal", t0, status)
-        msg = f"clarabel status {status}"
-    except Exception as exc:  # noqa: BLE001
-        msg = f"clarabel raised {type(exc).__name__}: {exc}"
-    try:
-        A = sp.csc_matrix(np.vstack([A_eq, A_in]))
-        lo = np.concatenate([b_eq, b_in])
-        hi = np.concatenate([b_eq, np.full(b_in.size, np.inf)])
-        status, x = _osqp_solve(P, q, A, lo, hi)
-        if status.startswith("primal infeasible"):
-            return _infeasible("osqp-primal", t0, f"{msg}; osqp: {status}")
-        if status.startswith("solved"):
-            W = red.lift(np.asarray(x))
-            return _finish(cons, W, status == "solved", "osqp-primal", t0, f"{msg}; {status}")
-        msg += f"; osqp status {status}"
-    except Exception as exc:  # noqa: BLE001
-        msg += f"; osqp raised {type(exc).__name__}: {exc}"
-    return _result(None, "solver_error", np.nan, "clarabel-primal", t0, msg)
+    sol = clarabel.DefaultSolver(P, np.zeros(p), A, b, cones, _clarabel_settings()).solve()
+    status = str(sol.status).split(".")[-1]
+    if status in ("PrimalInfeasible", "AlmostPrimalInfeasible"):
+        raise _Infeasible("clarabel-primal", f"primal infeasible ({status})")
+    if status not in _SOLVED + _ALMOST + ("InsufficientProgress", "MaxIterations"):
+        raise RuntimeError(f"clarabel status {status}")
+    m = np.asarray(sol.x)
+    return [(red.lift(m), _multipliers(cons, red, m), f"clarabel {status}")]
+
+
+def _route_osqp_primal(cons: Constraints) -> list[Candidate]:
+    red, A_eq, b_eq, A_in, b_in = _reduced_primal(cons, "osqp-primal")
+    p = red.A.shape[1]
+    A = sp.csc_matrix(np.vstack([A_eq, A_in]))
+    lo = np.concatenate([b_eq, b_in])
+    hi = np.concatenate([b_eq, np.full(b_in.size, np.inf)])
+    status, x = _osqp_solve(sp.identity(p, format="csc"), np.zeros(p), A, lo, hi)
+    if status.startswith("primal infeasible"):
+        raise _Infeasible("osqp-primal", f"osqp: {status}")
+    if x is None or not status.startswith("solved"):
+        raise RuntimeError(f"osqp status {status}")
+    m = np.asarray(x, dtype=np.float64)
+    return [(red.lift(m), _multipliers(cons, red, m), f"osqp {status}")]
+
+
+_DUAL_ROUTES = (
+    ("nnls-dual", _route_nnls),
+    ("clarabel-dual", _route_clarabel_dual),
+    ("osqp-dual", _route_osqp_dual),
+)
+_PRIMAL_ROUTES = (
+    ("clarabel-primal", _route_clarabel_primal),
+    ("osqp-primal", _route_osqp_primal),
+)
+
+
+def _solve_routes(cons: Constraints, routes, t0: float) -> SVMResult:
+    """Run the routes in order until one answer is certified (module docstring).
+
+    Each route's answer is certified as it is, then after :func:`polish_active`; a route that
+    raises or misses the certificate hands over to the next. A route that proves
+    infeasibility ends the search. Without any certified answer the one with the smallest
+    (violation, gap) is returned as ``optimal_inaccurate``; without any answer,
+    ``solver_error``.
+    """
+    notes: list[str] = []
+    best: tuple[float, float, np.ndarray, str] | None = None
+    for name, route in routes:
+        try:
+            cands = route(cons)
+        except _Infeasible as exc:
+            notes.append(str(exc))
+            return _infeasible(exc.solver, t0, "; ".join(notes))
+        except Exception as exc:  # noqa: BLE001 - any solver failure: next route
+            notes.append(f"{name} raised {type(exc).__name__}: {exc}")
+            continue
+        if not cands:
+            notes.append(f"{name} declined")
+        for W0, lam0, note in cands:
+            if not np.all(np.isfinite(W0)):
+                notes.append(f"{name} ({note}): non-finite answer")
+                continue
+            tries = [(W0, lam0, note)] + [
+                (W, lam, f"{note}, polished on the active set")
+                for W, lam in polish_active(cons, W0)
+            ]
+            for W, lam, how in tries:
+                W, viol, gap = certificate(cons, W, lam)
+                if viol <= VERIFY_TOL and gap <= GAP_TOL:
+                    notes.append(f"{how}: violation {viol:.1e}, certified gap {gap:.1e}")
+                    return _result(W, "optimal", np.linalg.norm(W), name, t0, "; ".join(notes))
+                if best is None or (viol, gap) < best[:2]:
+                    best = (viol, gap, W, name)
+            notes.append(f"{name} ({note}): no certificate")
+    if best is not None:
+        viol, gap, W, name = best
+        notes.append(f"best answer: max relative violation {viol:.2e}, gap {gap:.1e}")
+        return _result(W, "optimal_inaccurate", np.linalg.norm(W), name, t0, "; ".join(notes))
+    first = routes[0][0] if routes else "none"
+    return _result(None, "solver_error", np.nan, first, t0, "; ".join(notes))
 
 
 def solve_frobenius(cons: Constraints) -> SVMResult:
@@ -332,15 +493,15 @@ def solve_frobenius(cons: Constraints) -> SVMResult:
     Inequality-only systems go through the dual QP (N variables), unless the primal has at
     most N / ``PRIMAL_RATIO`` variables (d^2; small d and many rows, e.g. sequence constraints
     with N = n T (T-1)); systems with equality rows (Gen-SVM ``W_mm_gen``) always go through
-    the reduced primal. Status ``infeasible`` (W None) is a result
-    about the data; ``optimal`` means the solver converged and W satisfies every constraint
-    to a relative ``VERIFY_TOL``; ``optimal_inaccurate`` flags a W that does not.
+    the reduced primal. Routes that miss the certificate hand over to the next one (module
+    docstring). Status ``infeasible`` (W None) is a result about the data; ``optimal`` means W
+    satisfies every constraint to a relative ``VERIFY_TOL`` and its multipliers certify a
+    relative gap <= ``GAP_TOL``; ``optimal_inaccurate`` flags a best answer without that
+    certificate (not a solution: :attr:`SVMResult.solved` is False).
     """
     t0 = time.perf_counter()
     if cons.n_rows == 0:
         return _result(np.zeros((cons.d, cons.d)), "optimal", 0.0, "trivial", t0)
-    if cons.equality.any():
-        return _solve_primal_reduced(cons, t0)
-    if PRIMAL_RATIO * cons.d**2 <= cons.n_rows:
-        return _solve_primal_reduced(cons, t0)
-    return _solve_dual(cons, t0)
+    if cons.equality.any() or PRIMAL_RATIO * cons.d**2 <= cons.n_rows:
+        return _solve_routes(cons, _PRIMAL_ROUTES, t0)
+    return _solve_routes(cons, _DUAL_ROUTES + _PRIMAL_ROUTES, t0)

@@ -58,7 +58,7 @@ BARRIER_MAX_ROWS = 150
 #: reduced SDP size ``r_l + r_r`` up to which Clarabel (interior point, exact, slow) is used
 CLARABEL_MAX_SIZE = 30
 SCS_OPTIONS = dict(eps_abs=1e-8, eps_rel=1e-8, max_iters=200_000, acceleration_lookback=10)
-#: relative duality gap that certifies an ``optimal_inaccurate`` SDP answer as optimal
+#: relative duality gap an SDP answer must certify to be ``optimal`` (issue 12)
 GAP_TOL = 1e-7
 CLARABEL_OPTIONS = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, max_iter=500)
 
@@ -352,7 +352,7 @@ def _try_direct(cons: Constraints, t0: float) -> SVMResult | None:
         W = _rescale(cons, W)
         viol = violation(cons, W)
         gap = prob.gap(W, lam)
-        ok = viol <= VERIFY_TOL and (status == "optimal" or gap <= GAP_TOL)
+        ok = viol <= VERIFY_TOL and gap <= GAP_TOL  # a certified gap always (issue 12)
         if not ok:
             messages.append(f"direct {solver} {status}: violation {viol:.1e}, gap {gap:.1e}")
             continue
@@ -369,10 +369,11 @@ def solve_nuclear(cons: Constraints) -> SVMResult:
     """Att-SVM_* ``W_mm_* = argmin ||W||_*`` s.t. the constraints (SCIENCE.md section 4).
 
     Returns the full d x d W. Status ``infeasible`` (W None) when the constraint set is empty
-    (decided by the Frobenius dual), ``optimal`` when the SDP solver converged and W satisfies
-    the constraints to ``VERIFY_TOL`` (an "inaccurate" solver answer also counts when its
-    multipliers certify a relative duality gap <= ``GAP_TOL``), ``optimal_inaccurate``
-    otherwise, ``solver_error`` when both SDP solvers failed.
+    (decided by the Frobenius dual), ``optimal`` when W satisfies the constraints to
+    ``VERIFY_TOL`` and the solver's multipliers certify a relative duality gap <= ``GAP_TOL``
+    whatever the solver's own status (issue 12); a route that misses the certificate hands
+    over to the next solver; ``optimal_inaccurate`` (not solved) when none certifies its
+    answer, ``solver_error`` when both SDP solvers failed.
     """
     t0 = time.perf_counter()
     d = cons.d
@@ -412,10 +413,12 @@ def solve_nuclear(cons: Constraints) -> SVMResult:
         W = _rescale(cons, red.lift(M))
         viol = violation(cons, W)
         gap = duality_gap(A_in, b_in, A_eq, b_eq, red.shape, red.U_l.T @ W @ red.U_r, lam, mu)
-        ok = viol <= VERIFY_TOL and (status == cp.OPTIMAL or gap <= GAP_TOL)
+        ok = viol <= VERIFY_TOL and gap <= GAP_TOL  # a certified gap always (issue 12)
         if viol > VERIFY_TOL:
             messages.append(f"max relative violation {viol:.2e}")
         messages.append(f"{solver} status {status}, certified gap {gap:.1e}")
+        if not ok and solver != order[-1]:
+            continue  # the next solver may certify its answer
         messages.append(f"reduced size {red.shape}")
         return SVMResult(
             W, "optimal" if ok else "optimal_inaccurate", nuclear_norm(W),

@@ -70,7 +70,10 @@ def synthetic_sweep(
     k = np.arange(K) / max(K - 1, 1)
     data = {
         "status": (gdims, np.zeros(grid_shape, np.int8)),
-        "convergence": (gdims, rng.integers(0, 4, grid_shape).astype(np.int8)),
+        "convergence": (gdims, rng.integers(0, 3, grid_shape).astype(np.int8)),
+        "convergence_strict": (gdims, rng.integers(0, 4, grid_shape).astype(np.int8)),
+        "saturated": (gdims, (u() > 0.3).astype(float)),
+        "corr_converged": (gdims, (u() > 0.2).astype(float)),
         "W": (
             (*gdims, "checkpoint", "row", "col"),
             np.cumsum(rng.normal(size=grid_shape + (K, d, d)), axis=len(grid_shape)),
@@ -225,10 +228,45 @@ def test_e6_bars_are_shares_of_ok_runs():
     fig = figure_module("e6").plot(sweep, summarize(sweep))
     ax = fig.axes[0]
     heights = np.zeros(len(sweep["d"]))
+    hatched = np.zeros(len(sweep["d"]))
     for patch in ax.patches:
-        heights[int(round(patch.get_x() + patch.get_width() / 2))] += patch.get_height()
+        x = int(round(patch.get_x() + patch.get_width() / 2))
+        if patch.get_hatch():
+            hatched[x] += patch.get_height()
+        else:
+            heights[x] += patch.get_height()
+    text = all_text(fig)
     plt.close(fig)
     np.testing.assert_allclose(heights, 1.0)
+    # hatched: the share of classified ok W runs that are unsaturated or below the threshold
+    ok = (sweep["status"] == 0) & (sweep["convergence"] >= 0)
+    bad = ok & ((sweep["saturated"] != 1) | (sweep["corr_converged"] != 1))
+    w = {"param": "W"}
+    expected = (bad.sel(w).sum("seed") / ok.sel(w).sum("seed")).values
+    np.testing.assert_allclose(hatched, expected)
+    assert "class of GD's selection" in text and "strict rule (W;" in text
+
+
+def test_e6_classes_by_selection_from_the_run():
+    """A real (tiny) E6 run: the stored class follows alpha, the strict rule is kept apart."""
+    from attnsvm.cell import Cell
+    from attnsvm.metrics import convergence_type, selection_type
+    from attnsvm.run import run_cells
+
+    cells = [Cell(n=4, T=5, d=2, param="W", iterations=60, seed=s) for s in range(6)]
+    for r in run_cells(cells, device="cpu"):
+        sc = r.scalars
+        assert r.convergence == selection_type(
+            alpha_is_opt=bool(sc["alpha_is_opt"]), locally_optimal=bool(sc["locally_optimal"])
+        )
+        assert r.convergence_strict == convergence_type(
+            saturated=bool(sc["saturated"]),
+            alpha_is_opt=bool(sc["alpha_is_opt"]),
+            locally_optimal=bool(sc["locally_optimal"]),
+            correlation=sc["corr_matching"],
+            threshold=r.cell.corr_threshold,
+        )
+        assert sc["corr_converged"] == float(sc["corr_matching"] >= r.cell.corr_threshold)
 
 
 def test_nan_helpers():
@@ -301,3 +339,45 @@ def test_figure_from_real_pipeline_with_a_missing_block(name, raw, tmp_path):
     plt.close(fig)
     missing = len(blocks[-1].cells)
     assert f", {missing} missing" in text
+
+
+def test_e4_main_curves_are_clear_runs_and_floored_values_are_marked():
+    """Issue 12: clear runs are the main curves, ambiguous runs apart; values below 1e-12 are
+    counted and marked on the axis, not drawn at a clip value."""
+    sweep = synthetic_sweep("e4", damage=False)
+    amb = np.zeros(sweep["ambiguous"].shape)
+    amb[:, :2] = 1  # the first two seeds of each d are ambiguous
+    sweep["ambiguous"][...] = amb
+    curve = sweep["curve_corr_svmeq"].values
+    curve[:, :2] = 0.5  # ambiguous: 1 - corr = 0.5
+    curve[:, 2:] = 1 - 1e-3  # clear: 1 - corr = 1e-3
+    sweep["curve_corr_svmeq"][...] = curve
+    sweep["corr_svmeq"][{"d": 0, "seed": 2}] = 1.0  # 1 - corr = 0 < 1e-12
+    fig = figure_module("e4").plot(sweep, summarize(sweep))
+    ax = fig.axes[0]
+    solid = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-" and ln.get_label() == "$d=4$"]
+    dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--" and len(ln.get_ydata())]
+    np.testing.assert_allclose(solid[0].get_ydata(), 1e-3, rtol=1e-9)
+    np.testing.assert_allclose(dashed[0].get_ydata(), 0.5, rtol=1e-9)
+    text = all_text(fig)
+    plt.close(fig)
+    n = sweep.sizes["seed"] * sweep.sizes["d"]
+    assert f"clear runs (main curves, the paper's accepted runs): {n - 2 * 2}" in text
+    assert "1 run with 1 - corr below 1e-12 (markers on the bottom axis)" in text
+    assert "below $10^{-12}$: 1 run" in text
+
+
+def test_e1_draws_tokens_and_labels_the_kq_axis():
+    sweep = synthetic_sweep("e1", damage=False)
+    rng = np.random.default_rng(1)
+    shape = sweep["status"].shape
+    sweep["X"] = ((*sweep["status"].dims, "example", "token", "feature"),
+                  rng.normal(size=shape + (2, 3, 2)))  # fmt: skip
+    sweep["opt"] = ((*sweep["status"].dims, "example"), np.zeros(shape + (2,), int))
+    fig = figure_module("e1").plot(sweep, summarize(sweep))
+    labels = [ax.get_xlabel() for ax in fig.axes]
+    text = all_text(fig)
+    plt.close(fig)
+    assert any("K Q^{\\top} z_i" in lab for lab in labels)
+    assert any("W z_i" in lab for lab in labels)
+    assert "optimal token" in text and "tokens $x_{it}$" in text

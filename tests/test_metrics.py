@@ -74,3 +74,14 @@ def test_convergence_type_rules():
         )
         == "not-local"
     )
+
+
+def test_selection_type_is_the_papers_rule():
+    """The class by selection ignores saturation and correlation (issue 12)."""
+    assert M.selection_type(alpha_is_opt=True, locally_optimal=False) == "global"
+    assert M.selection_type(alpha_is_opt=True, locally_optimal=True) == "global"
+    assert M.selection_type(alpha_is_opt=False, locally_optimal=True) == "local"
+    assert M.selection_type(alpha_is_opt=False, locally_optimal=False) == "not-local"
+    assert M.corr_converged(0.995, 0.99) and not M.corr_converged(0.98, 0.99)
+    assert not M.corr_converged(float("nan"), 0.99)
+    assert M.CONVERGENCE_TYPES == ("global", "local", "not-local")

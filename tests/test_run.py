@@ -189,3 +189,41 @@ def test_cli_run_cell_cuda_without_gpu_is_one_error_line():
 def test_top_level_run_cells():
     (r,) = attnsvm.run_cells([Cell(seed=0, **SMALL)])
     assert r.status == "ok"
+
+
+def test_an_uncertified_svm_answer_is_not_solved(monkeypatch):
+    """optimal_inaccurate: no rank, objective or correlation, feasible_* NaN (issue 12); the
+    summary counts it neither as feasible nor as infeasible."""
+    import dataclasses
+
+    import attnsvm.run as run_mod
+    from attnsvm.summary import summarize
+
+    real = run_mod.solve_frobenius
+
+    def inaccurate(cons):
+        return dataclasses.replace(real(cons), status="optimal_inaccurate")
+
+    monkeypatch.setattr(run_mod, "solve_frobenius", inaccurate)
+    cell = Cell(seed=0, param="W", **SMALL)
+    r = run_cells([cell], device="cpu")[0]
+    sc = r.scalars
+    assert r.status == "ok"
+    assert sc["rank_fro_alpha"] == -1 and np.isnan(sc["objective_fro_alpha"])
+    assert np.isnan(sc["feasible_fro_alpha"]) and np.isnan(sc["corr_fro_alpha"])
+    assert np.isnan(sc["svm_margin"]) and sc["locally_optimal"] == 0
+    assert np.all(np.isnan(r.curves["corr_fro_alpha"]))
+    assert sc["feasible_nuc_alpha"] == 1  # the nuclear SVM is certified as usual
+    # a proven infeasible SVM is 0, a not-solved one NaN: the feasible share excludes it
+    import xarray as xr
+
+    sweep = xr.Dataset(
+        {
+            "status": (("seed",), np.zeros(3, np.int8)),
+            "feasible_fro_opt": (("seed",), np.array([1.0, 0.0, np.nan])),
+        },
+        coords={"seed": [0, 1, 2]},
+    )
+    sweep.attrs["axes"] = []
+    s = summarize(sweep)
+    assert int(s["feasible_fro_opt_count"]) == 2 and float(s["feasible_fro_opt_mean"]) == 0.5

@@ -3,6 +3,9 @@
 One panel per parameterization (W, KQ): for each example i the path of W(k) z_i over the
 checkpoints (K Q^T for KQ runs), its end point, the ray of the Frobenius SVM solution
 W_mm z_i (solid) and of the nuclear SVM solution W_mm_* z_i (dashed), both for GD's alpha.
+The tokens x_it are drawn in the same plane (W z_i lives in token space: the score of token t
+is x_it^T W z_i), the optimal token opt_i of each example as a star, the others as circles.
+When W_mm_* has rank 1 its rays for all examples lie on one line, which the panel says.
 With d > 2 the first two coordinates are shown (stated in the footer).
 """
 
@@ -13,7 +16,9 @@ import xarray as xr
 
 from attnsvm.figures import style
 
-VARIABLES = ("W", "svm_W", "Z", "corr_fro_alpha", "corr_nuc_alpha", "convergence")
+VARIABLES = ("W", "svm_W", "X", "Z", "opt", "corr_fro_alpha", "corr_nuc_alpha", "convergence")
+#: relative singular-value cut for "the nuclear SVM has rank 1" (Cell.rank_tol's default)
+RANK_TOL = 1e-6
 
 
 def _trim(mat: np.ndarray) -> np.ndarray:
@@ -94,13 +99,32 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
             fig_notes.append(f"{p}: Frobenius SVM (GD's alpha) infeasible or missing, no solid ray")
         if nuc is None:
             fig_notes.append(f"{p}: nuclear SVM (GD's alpha) infeasible or missing, no dashed ray")
+        panel_notes = []
         if rays_fro is not None and rays_nuc is not None:
             ang = max(_angle_deg(a, b) for a, b in zip(rays_fro, rays_nuc, strict=True))
             if np.isfinite(ang) and ang < 0.5:
                 fig_notes.append(
                     f"{p}: Frobenius and nuclear rays coincide (largest angle {ang:.2g}°)"
                 )
-        prepared.append((p, (paths, rays_fro, rays_nuc, cell)))
+        if nuc is not None and len(rays_nuc) > 1:
+            sv = np.linalg.svd(_trim(nuc), compute_uv=False)
+            par = max(
+                min(_angle_deg(rays_nuc[0], r), 180 - _angle_deg(rays_nuc[0], r))
+                for r in rays_nuc[1:]
+            )
+            if sv[0] > 0 and np.sum(sv / sv[0] > RANK_TOL) == 1 and par < 0.5:
+                panel_notes.append(
+                    rf"${style.W_MM_NUC}$ has rank 1:" + "\n"
+                    + rf"its rays for ${', '.join(f'z_{i + 1}' for i in range(len(rays_nuc)))}$"
+                    + " lie on one line"
+                )
+        tokens = None
+        if "X" in cell:
+            X = np.asarray(cell["X"].values, dtype=float)[ex]
+            X = X[:, np.isfinite(X).all(axis=(0, 2))][..., : min(k, X.shape[-1])][..., :2]
+            opt = np.asarray(cell["opt"].values).astype(int)[ex] if "opt" in cell else None
+            tokens = (X, opt)
+        prepared.append((p, (paths, rays_fro, rays_nuc, cell, tokens, panel_notes)))
     if fig_notes:
         footer += "\n" + "; ".join(fig_notes)
 
@@ -120,8 +144,28 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
             style.panel_label(ax, letter, f"{label} run: no data")
             ax.text(0.5, 0.5, "no ok cell", transform=ax.transAxes, ha="center", color="0.4")
             continue
-        paths, rays_fro, rays_nuc, cell = data
+        paths, rays_fro, rays_nuc, cell, tokens, panel_notes = data
         radius = float(np.nanmax(np.linalg.norm(paths, axis=-1))) * 1.12 or 1.0
+        if tokens is not None:
+            X, opt = tokens
+            # tokens share the plane with W z_i but are O(1) while W(k) z_i grows: scaled to
+            # the panel (directions are what the scores x^T W z_i compare), scale in the legend
+            xmax = float(np.nanmax(np.linalg.norm(X, axis=-1)))
+            scale = 0.8 * radius / 1.12 / xmax if xmax > 0 else 1.0
+            for i in range(X.shape[0]):
+                c = colors[(i + 2) % len(colors)]
+                for t in range(X.shape[1]):
+                    star = opt is not None and t == opt[i]
+                    ax.plot(*(scale * X[i, t]), marker="*" if star else "o", ms=9 if star else 4,
+                            mfc=c if star else "white", mec=c, mew=0.9, ls="",
+                            zorder=3)  # fmt: skip
+            ax.plot([], [], marker="o", ms=4, mfc="white", mec="0.3", ls="",
+                    label=rf"tokens $x_{{it}}$ (× {scale:.3g})")  # fmt: skip
+            ax.plot([], [], marker="*", ms=8, mfc="0.3", mec="0.3", ls="",
+                    label=r"optimal token $x_{i,\mathrm{opt}_i}$")  # fmt: skip
+        for note in panel_notes:
+            ax.text(0.98, 0.02, note, transform=ax.transAxes, fontsize=6, color="0.3",
+                    ha="right", va="bottom")  # fmt: skip
         for i in range(paths.shape[1]):
             c = colors[(i + 2) % len(colors)]
             ax.plot(
@@ -168,10 +212,12 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
             else rf"$\mathrm{{corr}}(KQ^{{\top}}, {style.W_MM_NUC})={cn:.3f}$"
         )
         style.panel_label(ax, letter, f"{label} run; final {corr}")
-        ax.set_xlabel("first coordinate of $W z_i$")
-        ax.set_ylabel("second coordinate of $W z_i$")
+        what = "W z_i" if p == "W" else r"K Q^{\top} z_i"
+        ax.set_xlabel(f"first coordinate of ${what}$ and of the tokens")
+        ax.set_ylabel(f"second coordinate of ${what}$")
         handles, labels = ax.get_legend_handles_labels()
-        order = sorted(range(len(labels)), key=lambda n: labels[n].startswith("ray"))
+        late = ("ray", "tok", "opt")
+        order = sorted(range(len(labels)), key=lambda n: labels[n].startswith(late))
         ax.legend(
             [handles[n] for n in order], [labels[n] for n in order], loc="best", handlelength=2.2
         )

@@ -52,7 +52,7 @@ def _convergence_text(sweep: xr.Dataset, params: list[str]) -> str:
         counts = [f"{int(np.sum(conv == k))} {name}" for k, name in enumerate(codes.CONVERGENCE)]
         na = int(np.sum(~np.isfinite(conv) | (conv < 0)))
         parts.append(f"{p}: " + ", ".join(counts) + (f", {na} n/a" if na else ""))
-    return "final convergence types: " + "; ".join(parts)
+    return "class of GD's final selection α (the paper's rule): " + "; ".join(parts)
 
 
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
@@ -75,7 +75,9 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         extra.append(
             "runs without a correlation curve (SVM infeasible, excluded): " + ", ".join(undefined)
         )
-    footer = style.footer_text(sweep, extra=extra)
+    footer = style.footer_text(
+        sweep, band="band: mean ± std over seeds, clipped at 1 (no value can exceed 1)", extra=extra
+    )
     fig, axes = style.new_figure(1, 2, height=2.6, footer_lines=style.footer_lines(footer))
     ax_mass, ax_corr = axes
 
@@ -87,6 +89,7 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
             _runs(sweep, "curve_softmax_mass", p),
             color,
             label=f"{style.PARAM_LABELS.get(p, p)} run",
+            clip=(0.0, 1.0),
         )
     for p in params:
         color = style.PARAM_COLORS.get(p, style.PALETTE[4])
@@ -99,6 +102,7 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
                 color,
                 label=_corr_label(p, svm),
                 linestyle="-" if svm == own else "--",
+                clip=(-1.0, 1.0),
             )
 
     ax_mass.set_ylabel(r"softmax mass, $\mathrm{mean}_i\,\mathrm{max}_t\, s_{it}(k)$")

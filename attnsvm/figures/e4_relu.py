@@ -1,10 +1,14 @@
 """E4: relu head, GD vs Gen-SVM (W_svmeq), W_mm_gen and the single-token SVM.
 
-(a)-(c): 1 - corr(W(k), .) vs iteration on a log y axis, one line per d (median over seeds,
-band: interquartile range, since a mean ± std band is meaningless on a log axis).
+(a)-(c): 1 - corr(W(k), .) vs iteration on a log y axis, one line per d: the paper's accepted
+(clear) runs are the main curves (median over seeds, band: interquartile range, since a mean ±
+std band is meaningless on a log axis); ambiguous runs (a final softmax entry in (1e-6,
+relevant_tol)), which the paper rejects, are drawn apart as a thin dashed median.
 (d): final 1 - corr(W, W_svmeq) against the largest masked softmax probability (log-log); the
-ambiguous zone (1e-6, 1e-3) is shaded and ambiguous runs are drawn hollow and counted.
-Runs that cannot be placed on a log axis (no masked token, undefined W_svmeq) are counted.
+ambiguous zone (1e-6, 1e-3) is shaded and ambiguous runs are drawn hollow. Values below
+``FLOOR`` are not piled up at a clip value: they are drawn as markers on the axis, labelled
+"below 1e-12" with their count. Runs that cannot be placed (no masked token, undefined
+W_svmeq) are counted. :func:`run_counts` gives the clear and ambiguous counts for the caption.
 """
 
 from __future__ import annotations
@@ -52,6 +56,59 @@ def _sub(da: xr.DataArray, d) -> xr.DataArray:
     return style.select(da, d=d) if d is not None else da
 
 
+def run_counts(sweep: xr.Dataset) -> dict[str, object]:
+    """Clear and ambiguous ok runs, in all and per d (for the figure's footer and caption).
+
+    ``{"clear": int, "ambiguous": int, "unknown": int, "per_d": {d: (clear, ambiguous)}}``;
+    unknown: ok runs without an ambiguity flag.
+    """
+    amb = style.ok_values(sweep, "ambiguous")
+    per_d = {}
+    for d in _d_values(sweep):
+        v = _sub(amb, d).values.ravel()
+        per_d[d] = (int(np.sum(v == 0)), int(np.sum(v > 0)))
+    v = amb.values.ravel()
+    n_ok = int(style.ok_mask(sweep).sum())
+    clear, ambiguous = int(np.sum(v == 0)), int(np.sum(v > 0))
+    return {
+        "clear": clear,
+        "ambiguous": ambiguous,
+        "unknown": n_ok - clear - ambiguous,
+        "per_d": per_d,
+    }
+
+
+def counts_text(sweep: xr.Dataset) -> str:
+    """One caption sentence with the clear / ambiguous counts of :func:`run_counts`."""
+    c = run_counts(sweep)
+    per = "; ".join(
+        f"d={d}: {cl} clear, {am} ambiguous" for d, (cl, am) in c["per_d"].items() if d is not None
+    )
+    text = (
+        f"clear runs (main curves, the paper's accepted runs): {c['clear']}; ambiguous runs "
+        f"(final softmax has values in (1e-6, 1e-3); dashed, hollow in (d)): {c['ambiguous']}"
+    )
+    if c["unknown"]:
+        text += f"; ok runs without the flag: {c['unknown']}"
+    return text + (f" ({per})" if per else "")
+
+
+def _at_axis(ax, values, other, axis: str, color, hollow: bool) -> None:
+    """Markers on the x (or y) axis for points whose value is below ``FLOOR``."""
+    import matplotlib.transforms as mtransforms
+
+    if not len(values):
+        return
+    if axis == "y":  # value on y is below the floor: marker on the bottom axis
+        tr = mtransforms.blended_transform_factory(ax.transData, ax.transAxes)
+        xs, ys, marker = other, np.zeros(len(other)), "v"
+    else:
+        tr = mtransforms.blended_transform_factory(ax.transAxes, ax.transData)
+        xs, ys, marker = np.zeros(len(other)), other, "<"
+    ax.scatter(xs, ys, s=16, marker=marker, transform=tr, clip_on=False, zorder=4,
+               color=color, facecolors="none" if hollow else color, linewidths=1.0)  # fmt: skip
+
+
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
     ds = _d_values(sweep)
     x = style.iterations_of(sweep)
@@ -75,12 +132,14 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
             undefined_curves.append(f"{name}: {bad}")
     extra = [
         f"ambiguous runs (final softmax has values in (1e-6, 1e-3)): {n_amb} of {n_amb_known} "
-        "ok runs, kept and drawn hollow in (d)",
+        "ok runs, kept and drawn apart",
+        counts_text(sweep),
         (
             f"(d): {style.runs(no_mask)} without a masked token (all tokens relevant); "
             f"{style.runs(undefined)} with undefined corr(W, W_svmeq) (not drawn); "
-            f"{style.runs(tiny)} with max masked prob < {FLOOR:g} and {style.runs(floored)} with "
-            f"1 - corr < {FLOOR:g} drawn at {FLOOR:g}"
+            f"{style.runs(tiny)} with max masked prob below {FLOOR:g} (markers on the left "
+            f"axis) and {style.runs(floored)} with 1 - corr below {FLOOR:g} (markers on the "
+            "bottom axis)"
         ),
     ]
     if undefined_curves:
@@ -97,25 +156,36 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     for letter, ax, title, (key, ylabel, _) in zip("abc", curve_axes, TITLES, CURVES, strict=True):
         for d in ds:
             c = _flat(_sub(style.ok_values(sweep, f"curve_corr_{key}"), d), ("checkpoint",))
+            a = _sub(amb, d).values.ravel()
             if c.size == 0:
                 continue
-            style.plot_band(
-                ax,
-                x,
-                np.maximum(1.0 - c, FLOOR),
-                colors[d],
-                label=f"$d={d}$" if d is not None else None,
-                stat="median",
-                marker="o",
-                ms=2,
-            )
+            clear, ambiguous = c[a == 0], c[a > 0]
+            if len(clear):
+                style.plot_band(
+                    ax,
+                    x,
+                    np.maximum(1.0 - clear, FLOOR),
+                    colors[d],
+                    label=f"$d={d}$" if d is not None else None,
+                    stat="median",
+                    marker="o",
+                    ms=2,
+                )
+            if len(ambiguous):
+                (med,) = style.nan_quantiles(np.maximum(1.0 - ambiguous, FLOOR), (0.5,), axis=0)
+                ax.plot(x, med, color=colors[d], ls="--", lw=0.8, alpha=0.8)
         ax.set_yscale("log")
         style.plain_log_axis(ax)
         ax.set_xlabel("iteration $k$")
         ax.set_ylabel(ylabel)
         style.panel_label(ax, letter, title)
         if len(ds) > 1 or ds[0] is not None:
-            style.legend(ax, loc="best", ncol=2)
+            hs, _ = ax.get_legend_handles_labels()
+            hs += [
+                Line2D([], [], color="0.3", label="clear: median, IQR"),
+                Line2D([], [], color="0.3", ls="--", lw=0.8, label="ambiguous: median"),
+            ]
+            style.legend(ax, handles=hs, loc="best", ncol=2)
     ax = axes[1, 1]
     ax.axvspan(1e-6, 1e-3, color="0.9", zorder=0, label="ambiguous zone $(10^{-6}, 10^{-3})$")
     for d in ds:
@@ -123,33 +193,47 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         e = _sub(err, d).values.ravel()
         a = _sub(amb, d).values.ravel() > 0
         keep = np.isfinite(m) & np.isfinite(e) & (m > 0)
-        m, e = np.maximum(m, FLOOR), np.maximum(e, FLOOR)
+        low_m, low_e = m < FLOOR, e < FLOOR
         for flag in (False, True):
             sel = keep & (a == flag)
-            if sel.any():
+            main = sel & ~low_m & ~low_e
+            if main.any():
                 ax.scatter(
-                    m[sel],
-                    e[sel],
+                    m[main],
+                    e[main],
                     s=16,
                     color=colors[d],
                     linewidths=1.0,
                     facecolors="none" if flag else colors[d],
                     zorder=3,
                 )
-    if tiny:
-        ax.axvline(FLOOR, color="0.6", lw=0.6, ls=":", zorder=1)
-        ax.annotate(
-            rf"$\leq 10^{{{int(np.log10(FLOOR))}}}$",
-            (FLOOR, 1),
-            xycoords=("data", "axes fraction"),
-            xytext=(2, -2),
-            textcoords="offset points",
-            fontsize=6,
-            color="0.4",
-            va="top",
-        )
+            below_e = sel & low_e & ~low_m
+            below_m = sel & low_m & ~low_e
+            _at_axis(ax, e[below_e], m[below_e], "y", colors[d], flag)
+            _at_axis(ax, m[below_m], e[below_m], "x", colors[d], flag)
+            both = sel & low_m & low_e
+            if both.any():  # below the floor on both axes: at the corner
+                ax.scatter([0], [0], s=16, marker="s", color=colors[d], clip_on=False,
+                           transform=ax.transAxes, zorder=4)  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
+    # limits over every drawn value (also those only marked on the other axis)
+    placed = okv & np.isfinite(mv) & np.isfinite(ev) & (mv > 0)
+    for vals, setter in ((mv, ax.set_xlim), (ev, ax.set_ylim)):
+        v = vals[placed & (vals >= FLOOR)]
+        if v.size:
+            setter(v.min() / 1.6, v.max() * 1.6)
+    if placed.any():
+        ax.set_xlim(min(ax.get_xlim()[0], 1e-6 / 1.6), max(ax.get_xlim()[1], 1e-3 * 1.6))
+    below = f"below $10^{{{int(np.log10(FLOOR))}}}$"
+    if floored:
+        ax.text(0.99, 0.015, f"▼ 1 − corr {below}: {style.runs(floored)}",
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=5.5,
+                color="0.3")  # fmt: skip
+    if tiny:
+        ax.text(0.06, 0.5, f"◀ masked prob. {below}: {style.runs(tiny)}", rotation=90,
+                transform=ax.transAxes, ha="left", va="center", fontsize=5.5,
+                color="0.3")  # fmt: skip
     style.plain_log_axis(ax)
     ax.set_xlabel(r"largest masked softmax probability at $k_{\max}$")
     ax.set_ylabel(rf"final $1-\mathrm{{corr}}(W, {style.W_SVMEQ})$")

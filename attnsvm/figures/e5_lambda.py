@@ -4,7 +4,7 @@
 and T. (b) corr(W, W_svmeq) and corr(W, W_mm_gen) vs lambda (the single-token SVM dotted for
 reference); mean ± std over the runs where the correlation is defined, and the number of
 runs where it is undefined (every token relevant, so the Gen-SVM has no constraint) written
-under each lambda.
+on a secondary axis at the top of panel (b), one short count per lambda.
 """
 
 from __future__ import annotations
@@ -44,10 +44,19 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     n_ok = ok.sum(axis=1) if ok is not None else np.full(len(lams), sweep.sizes.get("seed", 1))
     amb = _by_lam(sweep, "ambiguous", lams)
     n_amb = int(np.nansum(amb))
+    # undefined because every token is relevant (no Gen-SVM constraint) or because an SVM had
+    # no certified answer ("not solved", issue 12): counted apart
+    all_rel = np.zeros_like(n_ok, dtype=int)
+    if "n_relevant" in sweep and T:
+        nrel_ok = _by_lam(sweep, "n_relevant", lams)
+        okm = ok if ok is not None else np.ones_like(nrel_ok, dtype=bool)
+        all_rel = (okm & (nrel_ok >= T - 1e-9)).sum(axis=1)
+    not_solved = np.maximum(undefined["corr_svmeq"] - all_rel, 0)
     extra = [
-        "corr undefined (all tokens relevant: no Gen-SVM constraint), excluded from the mean: "
+        "corr undefined, excluded from the mean: "
         + ", ".join(f"{name.removeprefix('corr_')} {int(u.sum())}" for name, u in undefined.items())
-        + " runs; counts per λ under panel (b)",
+        + f" runs (all tokens relevant, no Gen-SVM constraint: {int(all_rel.sum())}; Gen-SVM "
+        f"not solved: {int(not_solved.sum())}); counts per λ on the top axis of panel (b)",
         f"ambiguous runs (final softmax has values in (1e-6, 1e-3)): {n_amb} of "
         f"{int(np.isfinite(amb).sum())} ok runs (kept)",
     ]
@@ -106,11 +115,18 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         ax.set_xticks(lam)
         ax.set_xticklabels([f"{v:g}" for v in lam])
         ax.minorticks_off() if xscale == "log" else None
-    # runs with an undefined Gen-SVM correlation, under each lambda of panel (b)
-    labels = []
-    for j, x in enumerate(lam):
-        u = int(undefined["corr_svmeq"][j])
-        labels.append(f"{x:g}" + (f"\n{u}/{int(n_ok[j])} undef." if u else ""))
-    ax_c.set_xticklabels(labels)
+    # runs with an undefined Gen-SVM correlation: one short count per lambda on a secondary
+    # x axis at the top of panel (b) (long "x/50 undef." tick labels overlapped)
+    counts = [int(u) for u in undefined["corr_svmeq"]]
+    if any(counts):
+        top = ax_c.secondary_xaxis("top")
+        top.set_xticks(lam)
+        top.set_xticklabels([str(u) for u in counts], fontsize=5.5, color="0.35")
+        top.tick_params(length=2, pad=1)
+        top.minorticks_off()
+        totals = sorted({int(v) for v in n_ok})
+        of = f"of {totals[0]} " if len(totals) == 1 else ""
+        top.set_xlabel(f"runs ({of}ok) with corr undefined", fontsize=5.5, color="0.35",
+                       labelpad=1)  # fmt: skip
     style.add_footer(fig, footer)
     return fig

@@ -41,6 +41,7 @@ CONVERGENCE_COLORS = {
     "not-local": PALETTE[3],
     "unsaturated": PALETTE[7],
 }
+"""(``unsaturated`` is a class of the strict rule only, ``codes.CONVERGENCE_STRICT``.)"""
 
 #: Math labels used in legends and axes.
 W_MM = r"W^{\mathrm{mm}}"
@@ -203,11 +204,13 @@ def nan_quantiles(values: np.ndarray, qs: Sequence[float], axis: int = 0) -> lis
     return out
 
 
-def plot_band(ax, x, values, color, label=None, linestyle="-", stat="mean", **kw):
+def plot_band(ax, x, values, color, label=None, linestyle="-", stat="mean", clip=None, **kw):
     """Line and band over the first axis of ``values`` (runs x points).
 
     ``stat="mean"``: mean ± std; ``stat="median"``: median and interquartile range.
-    Returns the Line2D (or None when nothing is finite).
+    ``clip=(lo, hi)``: the band is clipped to the range the values can take (a mean ± std band
+    of a correlation would otherwise run above 1). Returns the Line2D (or None when nothing is
+    finite).
     """
     values = np.asarray(values, dtype=float).reshape(-1, len(x)) if len(x) else np.empty((0, 0))
     if values.size == 0 or not np.isfinite(values).any():
@@ -217,6 +220,8 @@ def plot_band(ax, x, values, color, label=None, linestyle="-", stat="mean", **kw
     else:
         center, std, _ = nan_stats(values)
         lo, hi = center - std, center + std
+    if clip is not None:
+        lo, hi = np.clip(lo, *clip), np.clip(hi, *clip)
     (line,) = ax.plot(x, center, color=color, linestyle=linestyle, label=label, **kw)
     ax.fill_between(x, lo, hi, color=color, alpha=0.18, linewidth=0)
     return line
