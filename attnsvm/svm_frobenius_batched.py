@@ -27,8 +27,9 @@ shape (N rows, d) is stacked and solved together:
    multipliers ``>= -KKT_TOL max(1, max mu)`` (then clipped to 0), ``W = sum_k mu_k left_k
    right_k^T`` satisfying every constraint to a relative ``KKT_TOL``; in addition the relative
    duality gap ``(||W||^2 - rhs^T mu) / ||W||^2`` (weak duality of the QP above) must be at
-   most ``GAP_TOL``. A certified W is then finished by the per-instance route's own
-   :func:`attnsvm.svm_frobenius._finish` (status ``optimal`` needs its ``VERIFY_TOL`` check).
+   most ``GAP_TOL``. A certified W then passes the per-instance route's own certificate
+   (:func:`attnsvm.svm_frobenius.certificate` with the polished multipliers: violation
+   ``<= VERIFY_TOL`` and certified gap ``<= svm_frobenius.GAP_TOL``) before it is ``optimal``.
 4. **Fallback.** Every instance that is not routed here, whose pivoting does not converge in
    ``MAX_PIVOTS`` iterations, or whose answer is not certified, is solved by
    :func:`~attnsvm.svm_frobenius.solve_frobenius`, so no answer is less exact than today's.
@@ -46,11 +47,14 @@ import numpy as np
 import torch
 
 from attnsvm.constraints import Constraints
+from attnsvm.svm_frobenius import GAP_TOL as CERTIFIED_GAP_TOL
 from attnsvm.svm_frobenius import (
     NNLS_MIN_PIVOT,
     PRIMAL_RATIO,
+    VERIFY_TOL,
     SVMResult,
-    _finish,
+    certificate,
+    polish_active,
     solve_frobenius,
 )
 
@@ -222,11 +226,13 @@ def block_principal_pivoting(
 def certify(left, right, b, G, lam, free=None):
     """Polish ``lam`` on its support and certify the answer (the batched ``_polish_dual``).
 
-    Returns ``(W (B, d, d), certified (B,))``: the multipliers mu on the support
+    Returns ``(W (B, d, d), mu (B, N), certified (B,))``: the multipliers mu on the support
     ``lam > SUPPORT_TOL max(lam)`` solve the equality system there exactly, are ``>= -KKT_TOL
-    max(1, max mu)`` (then clipped to 0), ``W = sum_k mu_k left_k right_k^T`` satisfies every
-    row to a relative ``KKT_TOL``, and the relative duality gap ``(||W||^2 - b^T mu) / ||W||^2``
-    is at most ``GAP_TOL``. Where ``free`` (the set ``lam`` was solved on) equals the support,
+    max(1, max mu)`` (then clipped to 0), ``W = sum_k mu_k left_k right_k^T`` scaled onto the
+    feasible set (its tightest row at equality) satisfies every row to a relative ``KKT_TOL``,
+    and the relative duality gap ``(||W|| - b^T mu / ||G(mu)||) / ||W||`` (weak duality, as
+    :func:`attnsvm.svm_frobenius.lower_bound`) is at most ``GAP_TOL``.
+    Where ``free`` (the set ``lam`` was solved on) equals the support,
     ``lam`` already is that solution and is not solved again.
     """
     top = lam.amax(dim=1)
@@ -241,12 +247,19 @@ def certify(left, right, b, G, lam, free=None):
     signs = mu.amin(dim=1) >= -KKT_TOL * mu_top
     mu = mu.clamp_min(0.0)
     W = torch.einsum("bkd,bk,bke->bde", left, mu, right)
+    tiny = torch.finfo(W.dtype).tiny
+    # scaled onto the feasible set, as the per-instance certificate does (``scale_onto``: every
+    # batched row is an inequality with rhs > 0, so W / min_k (values_k / b_k) is feasible)
+    ratio = (torch.einsum("bkd,bde,bke->bk", left, W, right) / b).amin(dim=1)
+    lifted = torch.linalg.matrix_norm(W)  # ||G(mu)||_F: weak duality bound b^T mu / ||G(mu)||
+    W = W / ratio.clamp_min(tiny)[:, None, None]
     values = torch.einsum("bkd,bde,bke->bk", left, W, right)
     viol = ((b - values).clamp_min(0.0) / b.abs().clamp_min(1.0)).amax(dim=1)
-    sq = (W * W).sum(dim=(1, 2))
-    gap = (sq - (b * mu).sum(dim=1)).abs() / sq.clamp_min(torch.finfo(sq.dtype).tiny)
-    certified = finite & ok & signs & (viol <= KKT_TOL) & (gap <= GAP_TOL)
-    return W, certified & torch.isfinite(W).all(dim=(1, 2))
+    norm = torch.linalg.matrix_norm(W)
+    bound = (b * mu).sum(dim=1) / lifted.clamp_min(tiny)
+    gap = (norm - bound).abs() / norm.clamp_min(tiny)
+    certified = finite & ok & signs & (ratio > 0) & (viol <= KKT_TOL) & (gap <= GAP_TOL)
+    return W, mu, certified & torch.isfinite(W).all(dim=(1, 2))
 
 
 def gram_batched(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
@@ -263,7 +276,10 @@ def positive_definite(G: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _solve_shape(conss: Sequence[Constraints], device: torch.device):
-    """Batched solve of instances of one shape; returns ``(W or None per instance, pivots)``."""
+    """Batched solve of instances of one shape.
+
+    Returns ``((W, multipliers, certified) or None per instance, pivots)``: None where G is
+    not positive definite or the pivoting did not converge."""
     as_t = dict(dtype=torch.float64, device=device)
     left = torch.as_tensor(np.stack([c.left for c in conss]), **as_t)
     right = torch.as_tensor(np.stack([c.right for c in conss]), **as_t)
@@ -271,18 +287,35 @@ def _solve_shape(conss: Sequence[Constraints], device: torch.device):
     G = gram_batched(left, right)
     pd, chol = positive_definite(G)
     idx = torch.nonzero(pd).squeeze(1)
-    out: list[np.ndarray | None] = [None] * len(conss)
+    out: list[tuple[np.ndarray, np.ndarray, bool] | None] = [None] * len(conss)
     if idx.numel() == 0:
         return out, 0
     left, right, b, G, chol = left[idx], right[idx], b[idx], G[idx], chol[idx]
     lam, free, converged, pivots = block_principal_pivoting(G, b, chol=chol)
-    W, certified = certify(left, right, b, G, lam, free)
-    good = (converged & certified).cpu().numpy()
-    W = W.cpu().numpy()
+    W, mu, certified = certify(left, right, b, G, lam, free)
+    good, conv = certified.cpu().numpy(), converged.cpu().numpy()
+    W, mu = W.cpu().numpy(), mu.cpu().numpy()
     for j, i in enumerate(idx.cpu().numpy()):
-        if good[j]:
-            out[int(i)] = W[j]
+        if conv[j]:
+            out[int(i)] = (W[j], mu[j], bool(good[j]))
     return out, pivots
+
+
+def _certified_result(
+    cons: Constraints, W0: np.ndarray, mu: np.ndarray, certified: bool
+) -> SVMResult | None:
+    """The batched answer as an ``optimal`` result if it passes the per-instance certificate
+    (:func:`attnsvm.svm_frobenius.certificate`), as it is when :func:`certify` passed it, else
+    after the per-instance route's polish on the active set (``polish_active``, as that route
+    does with its NNLS answer); None when neither is certified (the caller falls back)."""
+    tries = [(W0, mu, "polished")] if certified else []
+    tries += [(W, lam, "polished on the active set") for W, lam in polish_active(cons, W0)]
+    for W, lam, how in tries:
+        W, viol, gap = certificate(cons, W, lam)
+        if viol <= VERIFY_TOL and gap <= CERTIFIED_GAP_TOL:
+            msg = f"{SOLVER}, {how}: violation {viol:.1e}, certified gap {gap:.1e}"
+            return SVMResult(W, "optimal", float(np.linalg.norm(W)), SOLVER, 0.0, msg)
+    return None
 
 
 def solve_frobenius_batched(
@@ -293,7 +326,7 @@ def solve_frobenius_batched(
     Returns one :class:`SVMResult` per input, in order, plus :class:`BatchStats`. Instances of
     the same shape that the per-instance route solves through its dual are solved together on
     ``device`` and certified (module docstring); a certified answer has solver
-    ``"batched-dual"`` and the status the per-instance route's ``_finish`` gives it; every other
+    ``"batched-dual"`` and passed the per-instance route's certificate; every other
     instance gets exactly :func:`attnsvm.svm_frobenius.solve_frobenius`'s answer. Seconds of a
     batched answer are its share of its batch's time.
     """
@@ -314,15 +347,14 @@ def solve_frobenius_batched(
             pivots = max(pivots, piv)
             share = (time.perf_counter() - t0) / len(chunk)
             n_batched += len(chunk)
-            for i, W in zip(chunk, Ws, strict=True):
-                if W is None:
+            for i, answer in zip(chunk, Ws, strict=True):
+                if answer is None:
                     continue
                 t1 = time.perf_counter()
-                res = _finish(conss[i], W, True, SOLVER, t1, f"{SOLVER}, polished, certified")
-                if res.status != "optimal":  # cannot happen after certify(); never returned
-                    continue
-                results[i] = dataclasses.replace(res, seconds=share + res.seconds)
-                n_certified += 1
+                res = _certified_result(conss[i], *answer)
+                if res is not None:
+                    results[i] = dataclasses.replace(res, seconds=share + time.perf_counter() - t1)
+                    n_certified += 1
     fallback = 0
     for i, c in enumerate(conss):
         if results[i] is None:

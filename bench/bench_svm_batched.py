@@ -9,7 +9,7 @@ size, instances per second of
   (always on the CPU: that route is scipy/Clarabel);
 * the batched route: :func:`attnsvm.svm_frobenius_batched.solve_frobenius_batched` on
   ``--device``, everything included (stacking, Gram matrices, pivoting, certificate, the
-  per-instance ``_finish``, fallbacks);
+  per-instance certificate, fallbacks);
 
 with wall-clock and process CPU seconds (on a shared machine the CPU seconds are the steadier
 number), the share certified by the batched route, and the smallest batch size at which it is
