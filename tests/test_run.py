@@ -139,3 +139,20 @@ def test_cli_run_cell_text_and_json():
 def test_top_level_run_cells():
     (r,) = attnsvm.run_cells([Cell(seed=0, **SMALL)])
     assert r.status == "ok"
+
+
+def test_cell_result_repr_is_short_and_to_xarray_describes_itself():
+    from attnsvm.variables import UNDESCRIBED
+
+    res = run_cells([Cell(seed=1, param="KQ", **SMALL)], device="cpu")[0]
+    text = repr(res)
+    assert "\n" not in text and len(text) < 200
+    assert "seed=1" in text and "status='ok'" in text and "KQ" in text
+    ds = res.to_xarray()
+    assert "cell" not in ds.dims and int(ds["seed"]) == 1
+    np.testing.assert_array_equal(ds["W"].values, res.W)
+    assert float(ds["corr_fro_alpha"]) == res.scalars["corr_fro_alpha"]
+    for dim in ds.dims:
+        assert dim in ds.coords, dim
+    for name, var in ds.variables.items():
+        assert var.attrs["description"] != UNDESCRIBED, name
