@@ -46,3 +46,11 @@ def block_stores(wildcards):
 
 def experiment_settings(wildcards):
     return PLAN.experiment_config(wildcards.experiment)
+
+
+def report_category(wildcards):
+    return PLAN.report_category(wildcards.experiment)
+
+
+def figure_labels(wildcards):
+    return PLAN.figure_labels(wildcards.experiment, wildcards.figure)

@@ -1,0 +1,99 @@
+"""The report tells the truth about its run: captions and run info computed from the run."""
+
+from __future__ import annotations
+
+import pytest
+import xarray as xr
+from docutils.core import publish_parts
+
+from attnsvm import codes
+from attnsvm.captions import fmt
+from attnsvm.figures import make_figure
+from attnsvm.grid import parse_experiment
+from attnsvm.summary import summarize
+
+CONFIGS = {
+    "small": {"fixed": {"n": 3, "T": 3, "d": 3, "iterations": 30, "checkpoint_count": 5}},
+    "large": {"fixed": {"n": 3, "T": 4, "d": 5, "iterations": 60, "checkpoint_count": 5}},
+}
+
+
+def render(rst: str) -> str:
+    """HTML of an RST text as the Snakemake report renders it; any RST warning fails."""
+    return publish_parts(rst, writer="html", settings_overrides={"halt_level": 2})["body"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two different experiments (configs) through the real pipeline, with their captions."""
+    from attnsvm.block import run_block
+    from attnsvm.collect import collect_sweep
+
+    out = {}
+    for name, raw in CONFIGS.items():
+        tmp = tmp_path_factory.mktemp(name)
+        exp = parse_experiment(
+            name, {**raw, "grid": {"param": ["W", "KQ"]}, "seeds": 2, "figures": ["e2"]}, 64
+        )
+        paths = {
+            b.name: run_block(list(b.cells), tmp / f"{b.name}.zarr", device="cpu")
+            for b in exp.blocks()
+        }
+        sweep = collect_sweep(exp, paths)
+        summary = summarize(sweep)
+        make_figure("e2", sweep, summary, tmp / "e2.pdf", tmp / "e2.png", tmp / "e2.caption.rst")
+        out[name] = (summary, (tmp / "e2.caption.rst").read_text())
+    return out
+
+
+def own_numbers(summary: xr.Dataset) -> list[str]:
+    """Numbers of a run that its E2 caption must state, computed here from its summary."""
+    ok = int(summary["count_status"].sel(status="ok").sum())
+    return [
+        f"{fmt(summary['corr_fro_alpha_mean'].sel(param='W'))}",
+        f"{fmt(summary['corr_nuc_alpha_mean'].sel(param='KQ'))}",
+        f"{fmt(summary['corr_nuc_alpha_mean'].sel(param='W'))}",
+        f"{ok} ok",
+        f"iterations = {summary.attrs['fixed_iterations']}",
+        f"d = {summary.attrs['fixed_d']}",
+    ]
+
+
+def test_each_caption_states_its_own_runs_numbers(runs):
+    small, large = (own_numbers(runs[k][0]) for k in ("small", "large"))
+    assert small != large
+    for name, numbers in (("small", small), ("large", large)):
+        html = render(runs[name][1])
+        for number in numbers:
+            assert number in html, (name, number)
+    # the settings of one run never appear in the other's caption
+    assert "iterations = 60" not in render(runs["small"][1])
+    assert "iterations = 30" not in render(runs["large"][1])
+
+
+def test_caption_has_no_dict_repr_and_names_every_status(runs):
+    summary, text = runs["small"]
+    html = render(text)
+    assert "{'" not in html and "{&quot;" not in html
+    for status in codes.CELL_STATUS:
+        assert f" {status}" in html
+    assert "What to see" in html and "This run" in html
+
+
+def test_run_info_states_versions_commit_counts_and_config(runs, tmp_path):
+    from attnsvm import __version__, provenance
+    from attnsvm.block_store import write_atomic
+    from attnsvm.collect import collect_sweep
+    from attnsvm.report_text import run_info_rst
+
+    exp = parse_experiment(
+        "tiny", {**CONFIGS["small"], "grid": {"param": ["W"]}, "seeds": 1, "figures": ["e2"]}, 64
+    )
+    sweep = collect_sweep(exp, {})  # nothing computed yet: every cell missing
+    write_atomic(sweep, tmp_path / "sweep.zarr", consolidated=True)
+    config = {"results": "results", "experiments": {"tiny": CONFIGS["small"]}}
+    html = render(run_info_rst(config, {"tiny": tmp_path / "sweep.zarr"}))
+    assert f"attnsvm {__version__}" in html
+    assert (provenance.git_commit() or "unknown") in html
+    assert "checkpoint_count: 5" in html  # the configuration, as YAML
+    assert "<td>1</td>" in html  # one missing cell in the table of cells per status
