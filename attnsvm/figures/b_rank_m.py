@@ -67,7 +67,6 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
                     label=label)  # fmt: skip
     ax.set_ylabel(r"final corr$(KQ^{\top}, \cdot)$")
     style.panel_label(ax, "a", "GD vs SVMs")
-    style.legend(ax, loc="lower right")
     ax = axes[0, 1]
     rng = np.random.default_rng(0)
     for i in range(len(m)):
@@ -91,7 +90,7 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     ax.set_ylim(bottom=0)
     ax.set_ylabel("rank")
     style.panel_label(ax, "c", "ranks")
-    style.legend(ax, loc="upper left")
+    style.outside_legend(fig, [axes[0, 0], axes[0, 2]], prefixes=["(a) ", "(c) "])
     for k, ax in enumerate(axes[0]):
         ax.set_xticks(x)
         if k == 1:  # the share of certified runs under each m

@@ -344,3 +344,24 @@ def set_caption_notes(fig, notes: Iterable[str]) -> None:
 def caption_notes(fig) -> list[str]:
     """The caption notes a figure's plot function attached (:func:`add_footer`)."""
     return list(getattr(fig, _NOTES_ATTR, []))
+
+
+# ----------------------------------------------------------------------------- legends
+def outside_legend(fig, axes, loc: str = "outside right upper", prefixes=None, **kwargs):
+    """One figure legend outside the panels (never over data) for the labelled artists of
+    ``axes``; a label shared by several panels appears once. ``prefixes``: per axes, a text
+    put before its labels (e.g. ``"(a) "``). Returns the legend, or None when nothing is
+    labelled (each empty panel then says "no ok data", as :func:`legend` does)."""
+    handles, labels = [], []
+    axes = list(np.atleast_1d(axes))
+    for i, ax in enumerate(axes):
+        pre = prefixes[i] if prefixes else ""
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if pre + lab not in labels:
+                handles.append(h)
+                labels.append(pre + lab)
+    if not handles:
+        for ax in axes:
+            legend(ax)
+        return None
+    return fig.legend(handles, labels, loc=loc, **kwargs)
