@@ -97,3 +97,33 @@ def test_run_info_states_versions_commit_counts_and_config(runs, tmp_path):
     assert (provenance.git_commit() or "unknown") in html
     assert "checkpoint_count: 5" in html  # the configuration, as YAML
     assert "<td>1</td>" in html  # one missing cell in the table of cells per status
+
+
+def test_status_table_is_styled_and_counts_every_cell(runs, tmp_path):
+    from attnsvm.status import write_status_table
+
+    summary, _ = runs["small"]
+    summary.to_netcdf(tmp_path / "summary.nc")
+    html = write_status_table(tmp_path / "summary.nc", tmp_path / "status.html").read_text()
+    assert "border='1'" not in html and "<style>" in html and 'class="attnsvm"' in html
+    ok = int(summary["count_status"].sel(status="ok").sum())
+    assert f"Totals: ok: {ok}, nonfinite: 0, failed: 0, missing: 0" in html
+    assert "SVM solves per status" in html
+
+
+def test_report_lists_paper_experiments_first(repo):
+    import yaml
+
+    from attnsvm.workflow_plan import Plan
+
+    plan = Plan.from_config(yaml.safe_load((repo / "config/config.yaml").read_text()))
+    cats = {exp: plan.report_category(exp) for exp in plan.experiments}
+    paper = [
+        e
+        for e, c in cats.items()
+        if set(plan.experiments[e].figures) <= {f"e{i}" for i in range(1, 7)}
+    ]
+    assert len(paper) == 6
+    # the report sorts categories by name: every paper category before every other one
+    assert max(cats[e] for e in paper) < min(c for e, c in cats.items() if e not in paper)
+    assert plan.figure_labels("e2_local", "e2") == {"result": "figure E2", "experiment": "e2_local"}

@@ -63,13 +63,13 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     o = int(fixed_other[0]) if fixed_other else (8 if other == "T" else 6)
     params = style.params_of(sweep)
     feas = style.ok_values(sweep, "feasible_fro_opt")
-    panels = [("SVM(opt) feasible", feas)]
+    panels = [(r"SVM($\mathrm{opt}$) feasible", feas)]
     for p in ("W", "KQ"):
         if p in params:
-            panels.append((f"global share, {p}", _global(sweep, p)))
+            panels.append((f"global, {style.PARAM_LABELS[p]} runs", _global(sweep, p)))
     panels.append(
         (
-            "all-support share, W",
+            r"all support vectors, $W$ runs",
             style.select(style.ok_values(sweep, "all_support"), param="W")
             if "W" in params
             else style.ok_values(sweep, "all_support"),
