@@ -23,11 +23,11 @@ VARIABLES = (
     "convergence",
 )
 MATCH = {"W": "fro", "KQ": "nuc"}
-TITLES = {
-    "cross": "cross ($z_i$ separate)",
-    "self": "self ($z_i = x_{i1}$)",
-    "sequence": "sequence (all $k$ query all $t$)",
-    "causal": r"causal ($t \leq k$)",
+TITLES = {  # short: the panels are narrow; the caption says what each kind is
+    "cross": "cross",
+    "self": "self, $z_i = x_{i1}$",
+    "sequence": "sequence",
+    "causal": r"causal, $t \leq k$",
 }
 
 
@@ -74,6 +74,6 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         style.panel_label(ax, "abcd"[k], TITLES.get(a, a))
         if k == 0:
             ax.set_ylabel("corr with matching SVM")
-    style.outside_legend(fig, axes[0])
+    style.outside_legend(fig, axes[0], loc="outside upper center", ncol=4)
     style.add_footer(fig, footer)
     return fig
