@@ -77,7 +77,7 @@ TEXT: dict[str, tuple[str, str]] = {
         "Beyond the paper, phase map over *d* and *n* (or *T*): share of instances whose "
         "Att-SVM of the optimal tokens is feasible, shares of *W* and *KQ* runs that converge "
         "globally, and share of *W* runs in which every non-selected token is a support "
-        "vector. The white line is *d* = max(*T* − 1, *n*).",
+        "vector. The white line marks *d* = max(*T* − 1, *n*) along the cell edges.",
         "On or right of the white line every instance should be feasible (SCIENCE.md "
         "section 4); infeasibility only left of it.",
     ),
@@ -241,7 +241,7 @@ def caption_numbers(name: str, summary: xr.Dataset) -> list[str]:
                     text = f"{k} of {n}" + (f" ({k / n:.0%})" if n else "")
                 out.append(f"share of *{p}* runs converging globally: {text}")
     if name == "phase":
-        out.append("feasible instances (all points): " + _pooled_share(summary, "feasible_fro_opt"))
+        out += _phase_sides(summary)
         out.append(
             "*W* runs with every token a support vector: "
             + _pooled_share(summary, "all_support", param="W")
@@ -284,6 +284,26 @@ def caption_numbers(name: str, summary: xr.Dataset) -> list[str]:
                 + f", with the {NAMES[cross]} SVM "
                 + per_point(summary, f"curve_corr_{cross}_opt_mean", [], _last, param=p)
             )
+    return out
+
+
+def _phase_sides(summary: xr.Dataset) -> list[str]:
+    """Feasible instances on or right of d = max(T - 1, n), and left of it."""
+    if "feasible_fro_opt_sum" not in summary or "d" not in summary.dims:
+        return []
+    s, c = summary["feasible_fro_opt_sum"], summary["feasible_fro_opt_count"]
+
+    def axis(name: str) -> xr.DataArray | float:
+        if name in summary.dims:
+            return summary[name].astype(float)
+        return float(summary.attrs.get(f"fixed_{name}", np.nan))
+
+    right = summary["d"].astype(float) >= np.maximum(axis("T") - 1, axis("n"))
+    out = []
+    for label, where in (("on or right of the line", right), ("left of it", ~right)):
+        k, n = int(s.where(where).sum()), int(c.where(where).sum())
+        share = f" ({k / n:.0%})" if n else ""
+        out.append(f"feasible instances {label}: {k} of {n}{share}")
     return out
 
 
