@@ -26,9 +26,11 @@ import xarray as xr
 from attnsvm import codes
 
 # RST snippets for the symbols of SCIENCE.md
-WMM = r"*W*\ :sub:`mm`"
-WMM_NUC = r"*W*\ :sub:`mm,⋆`"
-KQ = r"*KQ*\ :sup:`⊤`"
+# (each ends with an escaped space, so that any character may follow it)
+WMM = r"*W*\ :sub:`mm`\ "
+WMM_NUC = r"*W*\ :sub:`mm,⋆`\ "
+KQ = r"*KQ*\ :sup:`⊤`\ "
+KR_QR = r"*K*\ :sub:`R` *Q*\ :sub:`R`\ :sup:`⊤`\ "
 
 #: What each figure shows and what a reader should look for (no run-specific numbers).
 TEXT: dict[str, tuple[str, str]] = {
@@ -107,9 +109,9 @@ TEXT: dict[str, tuple[str, str]] = {
     ),
     "regpath": (
         "Beyond the paper, regularization path: the norm-constrained minimizers *W*\\ "
-        ":sub:`R` and *K*\\ :sub:`R` *Q*\\ :sub:`R`:sup:`⊤` against the radius *R*, corr with "
+        f":sub:`R` and {KR_QR} against the radius *R*, corr with "
         "the Frobenius and nuclear SVM of the optimal tokens, and 1 − corr on log axes.",
-        f"corr(*W*\\ :sub:`R`, {WMM}) and corr(*K*\\ :sub:`R` *Q*\\ :sub:`R`:sup:`⊤`, "
+        f"corr(*W*\\ :sub:`R`, {WMM}) and corr({KR_QR}, "
         f"{WMM_NUC}) should increase to 1 with *R*; the cross pairs should level off.",
     ),
     "optimizer": (

@@ -109,20 +109,21 @@ def run_info_rst(config: dict[str, Any], sweeps: dict[str, str | os.PathLike]) -
     those recorded by the block jobs that computed the results (``blocks`` attribute of each
     sweep store), next to those of the process that wrote this text.
     """
+    from collections import Counter
+
     import xarray as xr
     import yaml
 
     from attnsvm import __version__, codes, provenance
     from attnsvm.captions import rst_escape
 
-    versions: set[str] = set()
-    commits: set[str] = set()
+    computed: Counter[str] = Counter()
     rows = []
     for name, path in sweeps.items():
         attrs = xr.open_zarr(path).attrs
         for info in json.loads(attrs.get("blocks", "{}")).values():
-            versions.add(str((info.get("versions") or {}).get("attnsvm", "unknown")))
-            commits.add(str(info.get("git_commit") or "unknown"))
+            version = (info.get("versions") or {}).get("attnsvm", "unknown")
+            computed[f"attnsvm {version}, git commit {info.get('git_commit') or 'unknown'}"] += 1
         counts = json.loads(attrs.get("status_counts", "{}"))
         rows.append(
             [name, rst_escape(str(attrs.get("description", "")))]
@@ -133,9 +134,15 @@ def run_info_rst(config: dict[str, Any], sweeps: dict[str, str | os.PathLike]) -
         "This run",
         "--------",
         "",
-        f"- results computed by attnsvm {', '.join(sorted(versions)) or 'unknown'}, "
-        f"git commit {', '.join(sorted(commits)) or 'unknown'} (recorded by every block job);",
-        f"- report inputs written by attnsvm {__version__}, git commit {commit_now}, "
+        "Results computed by (as recorded by every block job; ``-dirty``: uncommitted changes):",
+        "",
+    ]
+    lines += [f"- {what}: {k} block{'s' if k != 1 else ''}" for what, k in sorted(computed.items())]
+    if not computed:
+        lines.append("- no finished block yet")
+    lines += [
+        "",
+        f"Captions and this page written by attnsvm {__version__}, git commit {commit_now}, "
         f"on {provenance.now()}.",
         "",
         ".. list-table:: Cells per status",

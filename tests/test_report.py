@@ -127,3 +127,14 @@ def test_report_lists_paper_experiments_first(repo):
     # the report sorts categories by name: every paper category before every other one
     assert max(cats[e] for e in paper) < min(c for e, c in cats.items() if e not in paper)
     assert plan.figure_labels("e2_local", "e2") == {"result": "figure E2", "experiment": "e2_local"}
+
+
+def test_every_caption_text_is_valid_rst():
+    from attnsvm.captions import TEXT
+    from attnsvm.grid import FIGURES
+
+    assert set(TEXT) == set(FIGURES)
+    for name, (what, look) in TEXT.items():
+        html = render(f"{what}\n\n{look}\n")  # an RST warning raises
+        assert "system-message" not in html and "`" not in html, name
+    assert "<sub>mm</sub>(α)" in render(TEXT["rank_gd"][0])
