@@ -115,7 +115,6 @@ def run_info_rst(config: dict[str, Any], sweeps: dict[str, str | os.PathLike]) -
     import yaml
 
     from attnsvm import __version__, codes, provenance
-    from attnsvm.captions import rst_escape
 
     computed: Counter[str] = Counter()
     rows = []
@@ -125,10 +124,7 @@ def run_info_rst(config: dict[str, Any], sweeps: dict[str, str | os.PathLike]) -
             version = (info.get("versions") or {}).get("attnsvm", "unknown")
             computed[f"attnsvm {version}, git commit {info.get('git_commit') or 'unknown'}"] += 1
         counts = json.loads(attrs.get("status_counts", "{}"))
-        rows.append(
-            [name, rst_escape(str(attrs.get("description", "")))]
-            + [str(counts.get(s, 0)) for s in codes.CELL_STATUS]
-        )
+        rows.append([name] + [str(counts.get(s, 0)) for s in codes.CELL_STATUS])
     commit_now = provenance.git_commit() or "unknown"
     lines = [
         "This run",
@@ -149,7 +145,6 @@ def run_info_rst(config: dict[str, Any], sweeps: dict[str, str | os.PathLike]) -
         "   :header-rows: 1",
         "",
         "   * - experiment",
-        "     - description",
     ]
     lines += [f"     - {s}" for s in codes.CELL_STATUS]
     for row in rows:

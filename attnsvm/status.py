@@ -26,6 +26,7 @@ def status_frame(summary: xr.Dataset):
         ct.columns = [f"conv. {c}" for c in codes.CONVERGENCE]
         table = table.join(ct)
     table = table.astype(int)
+    table.columns.name = None
     if not axes:
         table.index = ["all"]
     return table
@@ -48,6 +49,7 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; fo
 h3 { margin: 0 0 .3em 0; font-weight: 600; }
 p.totals { margin: .2em 0 1em 0; color: #444; }
 table.attnsvm { border-collapse: collapse; margin-bottom: 1.5em; }
+table.attnsvm caption { text-align: left; color: #555; padding-bottom: .3em; }
 table.attnsvm th, table.attnsvm td { padding: 3px 10px; text-align: right;
        border-bottom: 1px solid #e3e3e3; }
 table.attnsvm thead th { background: #f3f5f7; border-bottom: 2px solid #b9c2cc; }
@@ -97,6 +99,8 @@ def write_status_table(summary_path: str | os.PathLike, out: str | os.PathLike) 
         svm = summary["count_svm_status"]
         tot = svm.sum([d for d in svm.dims if d not in ("svm", "svm_status")])
         svm_frame = tot.to_series().unstack("svm_status")[list(codes.SVM_STATUS)].astype(int)
+        svm_frame.columns.name = None
+        svm_frame.index.name = "SVM"
         parts.append(
             _styled(svm_frame, ["solver_error"], "SVM solves per status (all grid points)")
         )
