@@ -35,8 +35,8 @@ KR_QR = r"*K*\ :sub:`R` *Q*\ :sub:`R`\ :sup:`⊤`\ "
 #: What each figure shows and what a reader should look for (no run-specific numbers).
 TEXT: dict[str, tuple[str, str]] = {
     "e1": (
-        "GD trajectories of *W*\\ (*k*) *z*\\ :sub:`i` (left: *W* trained directly, right: "
-        f"*W* = {KQ}) against the rays of {WMM} *z*\\ :sub:`i` (Frobenius SVM, solid) and "
+        "GD trajectories of *W*\\ (*k*) *z*\\ :sub:`i` for *W* trained directly and for "
+        f"*W* = {KQ} against the rays of {WMM} *z*\\ :sub:`i` (Frobenius SVM, solid) and "
         f"{WMM_NUC} *z*\\ :sub:`i` (nuclear SVM, dashed).",
         "Each path should bend onto its own SVM's ray: *W* runs onto the Frobenius ray, "
         "*KQ* runs onto the nuclear ray.",
