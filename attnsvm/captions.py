@@ -143,24 +143,30 @@ def _label(dim: str, value) -> str:
 def per_point(
     summary: xr.Dataset, var: str, over: Iterable[str], value: Callable | None = None, **sel
 ) -> str:
-    """``"d = 2: 0.998, d = 4: 0.991"``: ``var`` of the summary at every point of ``over``.
+    """``"d = 2: 0.998; d = 4: 0.991"``: ``var`` of the summary at every point of ``over``.
 
-    ``sel`` fixes other dimensions (those the variable has); the dimensions not in ``over``
-    or ``sel`` must be absent. ``value`` turns the selected DataArray into a number.
+    ``sel`` fixes dimensions (those the variable has); ``value`` turns the DataArray at one
+    point into a number (e.g. a mean over the other dimensions). Dimensions left after
+    ``value`` (or all others, without it) are listed too, so every number is stated.
     """
     if var not in summary:
         return "n/a"
     da = summary[var]
     da = da.sel({k: v for k, v in sel.items() if k in da.dims})
     over = [d for d in over if d in da.dims]
-    if not over:
-        return fmt(value(da) if value else da)
+    if value is None:
+        over += [d for d in da.dims if d not in over]
     parts = []
     for combo in itertools.product(*(da[d].values for d in over)):
         point = dict(zip(over, combo, strict=True))
-        x = da.sel(point)
+        x = da.sel(point) if point else da
         x = value(x) if value else x
-        parts.append(", ".join(_label(d, v) for d, v in point.items()) + f": {fmt(x)}")
+        if np.ndim(x) > 0:  # dimensions ``value`` left: list them as well
+            x = per_point(xr.Dataset({"v": x}), "v", list(x.dims))
+        else:
+            x = fmt(x)
+        label = ", ".join(_label(d, v) for d, v in point.items())
+        parts.append(f"{label}: {x}" if label else x)
     return "; ".join(parts)
 
 

@@ -138,3 +138,21 @@ def test_every_caption_text_is_valid_rst():
         html = render(f"{what}\n\n{look}\n")  # an RST warning raises
         assert "system-message" not in html and "`" not in html, name
     assert "<sub>mm</sub>(α)" in render(TEXT["rank_gd"][0])
+
+
+def test_per_point_states_every_number_whatever_the_grid():
+    """A caption line lists every grid point, also of axes the figure does not expect (a
+    config may add one), instead of failing or averaging them silently."""
+    import numpy as np
+
+    from attnsvm.captions import per_point
+
+    ds = xr.Dataset(
+        {"a": (("d", "param"), np.array([[0.5, 0.25], [1.0, 2.0]]))},
+        coords={"d": [3, 4], "param": ["W", "KQ"]},
+    )
+    assert per_point(ds, "a", [], param="W") == "d = 3: 0.5; d = 4: 1"
+    assert per_point(ds, "a", ["param"]).count(":") == 4
+    assert per_point(ds, "a", ["d"], lambda x: x.mean()) == "d = 3: 0.375; d = 4: 1.5"
+    assert per_point(ds, "a", [], lambda x: x.sel(param="KQ")) == "d = 3: 0.25; d = 4: 2"
+    assert per_point(ds, "missing", ["d"]) == "n/a"
