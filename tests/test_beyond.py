@@ -206,6 +206,9 @@ def test_new_figures_render_from_tiny_pipeline(tmp_path):
         n_ok = int(summary["count_status"].sel(status="ok").sum())
         assert f"{n_ok} ok, 0 nonfinite, 0 failed, 0 missing" in text, fig
         assert f"iterations = {raw['fixed']['iterations']}" in text, fig
+        from docutils.core import publish_parts
+
+        publish_parts(text, writer="html", settings_overrides={"halt_level": 2})  # valid RST
         # the figure draws one footer line; no legend sits on a panel of these figures
         plotted = figure_module(fig).plot(sweep, summary)
         footers = [t.get_text() for t in plotted.texts]

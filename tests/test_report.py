@@ -156,3 +156,16 @@ def test_per_point_states_every_number_whatever_the_grid():
     assert per_point(ds, "a", ["d"], lambda x: x.mean()) == "d = 3: 0.375; d = 4: 1.5"
     assert per_point(ds, "a", [], lambda x: x.sel(param="KQ")) == "d = 3: 0.25; d = 4: 2"
     assert per_point(ds, "missing", ["d"]) == "n/a"
+
+
+@pytest.mark.parametrize("name", ["e1", "e2", "e3", "e4", "e5", "e6"])
+def test_paper_figure_captions_render_from_damaged_sweeps(name):
+    """Every E1-E6 caption renders (valid RST) from a sweep with missing, failed and
+    infeasible cells, and states its cell counts."""
+    from attnsvm.captions import figure_caption, status_text
+    from tests.test_figures import synthetic_sweep
+
+    summary = summarize(synthetic_sweep(name))
+    html = render(figure_caption(name, summary, ["a note with W_mm and ||W||"]))
+    assert status_text(summary) in html and "1 missing" in html
+    assert "This run" in html and "a note with W_mm and ||W||" in html
