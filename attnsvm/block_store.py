@@ -22,6 +22,7 @@ import xarray as xr
 
 from attnsvm import codes
 from attnsvm.run import LINEAR_SVMS, CellResult
+from attnsvm.variables import annotate
 
 PARTIAL_MARK = codes.PARTIAL_MARK
 STORE_FORMAT = "attnsvm-block-1"
@@ -131,7 +132,7 @@ def results_to_dataset(results: Sequence[CellResult], attrs: dict[str, Any]) -> 
         "iteration": ("checkpoint", np.asarray(r0.iterations, np.int64)),
         "svm": ("svm", _strings(svms)),
     }
-    ds = xr.Dataset(V, coords=coords)
+    ds = annotate(xr.Dataset(V, coords=coords))
     ds.attrs.update(attrs)
     ds.attrs["format"] = STORE_FORMAT
     ds.attrs["cells"] = json.dumps([r.cell.to_dict() for r in results])
@@ -195,6 +196,7 @@ def failed_block_dataset(
             "svm": ("svm", _strings([])),
         },
     )
+    ds = annotate(ds)
     ds.attrs.update(attrs)
     ds.attrs.update(
         {

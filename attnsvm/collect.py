@@ -23,6 +23,7 @@ import xarray as xr
 from attnsvm import codes
 from attnsvm.block_store import is_finished_store, open_block, write_atomic
 from attnsvm.grid import Experiment
+from attnsvm.variables import annotate, fixed_attrs
 
 SWEEP_FORMAT = "attnsvm-sweep-1"
 #: fewest block stores per worker process for which collect reads in parallel
@@ -168,7 +169,7 @@ def collect_sweep(
         coords["svm"] = np.array(svm_names, dtype=object)
     if len(iterations) == 1 and "checkpoint" in sizes:
         coords["iteration"] = ("checkpoint", np.array(next(iter(iterations)), dtype=np.int64))
-    out = xr.Dataset(data_vars, coords=coords)
+    out = annotate(xr.Dataset(data_vars, coords=coords))
     counts = {s: int((out["status"].values == i).sum()) for i, s in enumerate(codes.CELL_STATUS)}
     out.attrs.update(
         {
@@ -177,7 +178,7 @@ def collect_sweep(
             "description": experiment.description,
             "figures": list(experiment.figures),
             "axes": list(axes),
-            "fixed": json.dumps(experiment.fixed, sort_keys=True),
+            **fixed_attrs(experiment.fixed),
             "grid": json.dumps(experiment.axes),
             "seeds": list(experiment.seeds),
             "n_cells": experiment.n_cells,

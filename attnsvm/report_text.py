@@ -1,8 +1,12 @@
-"""One-screen text and JSON summaries of a :class:`~attnsvm.run.CellResult`."""
+"""Text for people: one-screen summaries of a :class:`~attnsvm.run.CellResult` and the
+report's section about the run (versions, commits, cell counts, configuration)."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 from attnsvm.run import CellResult
@@ -98,3 +102,79 @@ def cell_summary(res: CellResult) -> str:
         )
     lines.append("timings (s)   " + "  ".join(f"{k}={v:.3f}" for k, v in res.timings.items()))
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- report: run info
+def run_info_rst(config: dict[str, Any], sweeps: dict[str, str | os.PathLike]) -> str:
+    """RST section of the report about this run: versions, commits, cells, configuration.
+
+    ``sweeps``: ``{experiment: sweep.zarr path}``. The attnsvm versions and git commits are
+    those recorded by the block jobs that computed the results (``blocks`` attribute of each
+    sweep store), next to those of the process that wrote this text.
+    """
+    from collections import Counter
+
+    import xarray as xr
+    import yaml
+
+    from attnsvm import __version__, codes, provenance
+
+    computed: Counter[str] = Counter()
+    rows = []
+    for name, path in sweeps.items():
+        attrs = xr.open_zarr(path).attrs
+        for info in json.loads(attrs.get("blocks", "{}")).values():
+            version = (info.get("versions") or {}).get("attnsvm", "unknown")
+            computed[f"attnsvm {version}, git commit {info.get('git_commit') or 'unknown'}"] += 1
+        counts = json.loads(attrs.get("status_counts", "{}"))
+        rows.append([name] + [str(counts.get(s, 0)) for s in codes.CELL_STATUS])
+    commit_now = provenance.git_commit() or "unknown"
+    lines = [
+        "This run",
+        "--------",
+        "",
+        "Results computed by (as recorded by every block job; ``-dirty``: uncommitted changes):",
+        "",
+    ]
+    lines += [f"- {what}: {k} block{'s' if k != 1 else ''}" for what, k in sorted(computed.items())]
+    if not computed:
+        lines.append("- no finished block yet")
+    lines += [
+        "",
+        f"Captions and this page written by attnsvm {__version__}, git commit {commit_now}, "
+        f"on {provenance.now()}.",
+        "",
+        ".. list-table:: Cells per status",
+        "   :header-rows: 1",
+        "",
+        "   * - experiment",
+    ]
+    lines += [f"     - {s}" for s in codes.CELL_STATUS]
+    for row in rows:
+        lines.append(f"   * - {row[0]}")
+        lines += [f"     - {c}" if c else "     -" for c in row[1:]]
+    text = yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=100)
+    lines += [
+        "",
+        "Configuration",
+        "-------------",
+        "",
+        "The configuration that produced this report (after Snakemake merged the config files "
+        "and ``--config`` overrides):",
+        "",
+        "::",
+        "",
+    ]
+    lines += ["    " + ln for ln in text.splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def write_run_info(
+    config: dict[str, Any], sweeps: dict[str, str | os.PathLike], out: str | os.PathLike
+) -> Path:
+    """Write :func:`run_info_rst` to ``out`` atomically (workflow rule ``run_info``)."""
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    tmp.write_text(run_info_rst(config, sweeps), encoding="utf-8")
+    os.replace(tmp, out)
+    return out

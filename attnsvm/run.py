@@ -44,9 +44,13 @@ LINEAR_SVMS = ("fro_alpha", "nuc_alpha", "fro_opt", "nuc_opt")
 GEN_CURVES = ("corr_svmeq", "corr_mm_gen", "corr_single")
 
 
-@dataclass
+@dataclass(repr=False)
 class CellResult:
-    """Everything one cell produced: data, trajectory, SVM solutions, scalars, curves, timings."""
+    """Everything one cell produced: data, trajectory, SVM solutions, scalars, curves, timings.
+
+    ``repr`` is one line (cell, status, selection, headline numbers); :meth:`to_xarray` gives
+    the same self-describing Dataset as one cell of a block store (``docs/store.md``).
+    """
 
     cell: Cell
     status: str
@@ -68,6 +72,24 @@ class CellResult:
     timings: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
     mask: np.ndarray | None = None  # (n, T) attention mask of causal attention, else None
+
+    def __repr__(self) -> str:
+        c, sc = self.cell, self.scalars
+        shape = f"n={c.n} T={c.T} d={c.d} {c.head} {c.param} {c.attention} seed={c.seed}"
+        parts = [shape, f"status={self.status!r}"]
+        if self.convergence:
+            parts.append(f"convergence={self.convergence!r}")
+        for key in ("corr_matching", "corr_svmeq", "alpha_is_opt"):
+            if key in sc and np.isfinite(sc[key]):
+                parts.append(f"{key}={sc[key]:.4g}")
+        parts.append(f"svms={len(self.svms)}, checkpoints={len(self.iterations)}")
+        return f"CellResult({', '.join(parts)})"
+
+    def to_xarray(self):
+        """This cell as an :class:`xarray.Dataset` with CF attributes (no ``cell`` dim)."""
+        from attnsvm.block_store import results_to_dataset
+
+        return results_to_dataset([self], {}).isel(cell=0)
 
 
 def group_by_shape(cells: Sequence[Cell]) -> list[list[int]]:

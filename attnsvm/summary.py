@@ -2,7 +2,8 @@
 
 For every numeric per-cell variable (dims: grid axes, ``seed`` and optionally ``checkpoint``)
 the summary holds ``<name>_mean``, ``<name>_std`` (ddof=1), ``<name>_sem`` and ``<name>_count``
-(number of seeds with a finite value). Flags (0/1 variables such as ``feasible_*``,
+(number of seeds with a finite value), each with the attributes of :mod:`attnsvm.variables`
+(the sweep's attributes are kept). Flags (0/1 variables such as ``feasible_*``,
 ``alpha_is_opt``, ``ambiguous``) also get ``<name>_sum``. Status codes become counts per grid
 point: ``count_status`` (dim ``status``), ``count_convergence`` and ``share_convergence`` (dim
 ``convergence``, shares among cells that have a convergence type; the class by selection),
@@ -19,6 +20,7 @@ import numpy as np
 import xarray as xr
 
 from attnsvm import codes
+from attnsvm.variables import annotate, netcdf_attr
 
 FLAG_PREFIXES = (
     "feasible_",
@@ -77,10 +79,8 @@ def summarize(sweep: xr.Dataset) -> xr.Dataset:
             out[f"share_{name}"] = cnt / total.where(total > 0)
     if "svm_status" in sweep:
         out["count_svm_status"] = _counts(sweep["svm_status"], codes.SVM_STATUS, "svm_status")
-    ds = xr.Dataset(out)
-    for name in list(ds.data_vars):
-        ds[name].attrs = {}
-    ds.attrs = {k: v for k, v in sweep.attrs.items() if k != "blocks"}
+    ds = annotate(xr.Dataset(out))  # CF attributes from the one table, attnsvm.variables
+    ds.attrs = {k: netcdf_attr(v) for k, v in sweep.attrs.items() if k != "blocks"}
     ds.attrs["summary"] = "over seeds: mean, std (ddof=1), sem = std/sqrt(count), count, sum"
     return ds
 

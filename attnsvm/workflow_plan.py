@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from attnsvm.cell import predicted_seconds
-from attnsvm.grid import Block, Experiment, parse_config
+from attnsvm.grid import PAPER_FIGURES, Block, Experiment, parse_config
 from attnsvm.logs import stage
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,10 @@ class Paths:
 
     def status_table(self, exp: str) -> str:
         return f"{self.results}/{exp}/status.html"
+
+    def run_info(self) -> str:
+        """The report's section about the run (attnsvm.report_text.run_info_rst)."""
+        return f"{self.results}/run_info.rst"
 
 
 def estimate_cell_seconds(block: Block) -> float:
@@ -153,8 +157,27 @@ class Plan:
             )
         return out
 
+    def report_category(self, exp: str) -> str:
+        """Report category of an experiment: the paper's E1-E6 first, then the others.
+
+        The report sorts categories by name, hence the leading numbers.
+        """
+        figures = self.experiments[exp].figures
+        if figures and all(f in PAPER_FIGURES for f in figures):
+            return "1. Paper experiments E1-E6"
+        return "2. Beyond the paper"
+
+    def figure_labels(self, exp: str, fig: str) -> dict[str, str]:
+        """Labels of a figure in the report's result list."""
+        title = f"figure {fig.upper()}" if fig in PAPER_FIGURES else f"figure {fig}"
+        return {"result": title, "experiment": exp}
+
+    def sweep_paths(self) -> list[str]:
+        """Sweep store of every experiment, in config order."""
+        return [self.paths.sweep(name) for name in self.experiments]
+
     def final_outputs(self) -> list[str]:
-        out = []
+        out = [self.paths.run_info()]
         for name, exp in self.experiments.items():
             out += [self.paths.summary(name), self.paths.status_table(name)]
             for fig in exp.figures:

@@ -166,9 +166,12 @@ def test_regularization_path_approaches_svm(param):
 
 
 def test_new_figures_render_from_tiny_pipeline(tmp_path):
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgb
+
     from attnsvm.block import run_block
     from attnsvm.collect import collect_sweep
-    from attnsvm.figures import make_figure
+    from attnsvm.figures import figure_module, make_figure
     from attnsvm.grid import parse_experiment
     from attnsvm.summary import summarize
 
@@ -193,6 +196,42 @@ def test_new_figures_render_from_tiny_pipeline(tmp_path):
         for b in exp.blocks():
             paths[b.name] = run_block(b.cells, tmp_path / fig / f"{b.name}.zarr", device="cpu")
         sweep = collect_sweep(exp, paths)
+        summary = summarize(sweep)
         pdf, png = tmp_path / f"{fig}.pdf", tmp_path / f"{fig}.png"
-        make_figure(fig, sweep, summarize(sweep), pdf, png)
+        caption = tmp_path / f"{fig}.caption.rst"
+        make_figure(fig, sweep, summary, pdf, png, caption)
         assert pdf.stat().st_size > 1000 and png.stat().st_size > 1000, fig
+        # the caption states this run's cell counts and settings, computed from its summary
+        text = caption.read_text()
+        n_ok = int(summary["count_status"].sel(status="ok").sum())
+        assert f"{n_ok} ok, 0 nonfinite, 0 failed, 0 missing" in text, fig
+        assert f"iterations = {raw['fixed']['iterations']}" in text, fig
+        from docutils.core import publish_parts
+
+        publish_parts(text, writer="html", settings_overrides={"halt_level": 2})  # valid RST
+        # the figure draws one footer line; no legend sits on a panel of these figures
+        plotted = figure_module(fig).plot(sweep, summary)
+        footers = [t.get_text() for t in plotted.texts]
+        assert len(footers) == 1 and "\n" not in footers[0], fig
+        if fig in ("attention", "optimizer", "rank_m"):
+            assert all(ax.get_legend() is None for ax in plotted.axes), fig
+            assert plotted.legends, fig
+        if fig == "optimizer":  # one colour per (optimizer, lr) in every panel
+            lines = {ln.get_label(): ln.get_color() for ln in plotted.axes[0].get_lines()}
+            bars = [tuple(p.get_facecolor()[:3]) for p in plotted.axes[2].patches]
+            want = [to_rgb(lines[f"{o}, lr = {lr:g}"]) for o in ("normalized", "plain")
+                    for lr in (0.1, 1.0)]  # fmt: skip
+            assert [tuple(np.round(b, 6)) for b in bars[:4]] == [
+                tuple(np.round(w, 6)) for w in want
+            ]
+        plt.close(plotted)
+
+
+def test_phase_line_runs_along_cell_edges():
+    from attnsvm.figures.b_phase import threshold_staircase
+
+    # d = 2, 4, 8; thresholds 3 (first cell with d >= 3 is d = 4), 8, 9 (none)
+    sx, sy = threshold_staircase([2, 4, 8], [3, 8, 9])
+    assert sx == [0.5, 0.5, 1.5, 1.5, 2.5, 2.5]
+    assert sy == [-0.5, 0.5, 0.5, 1.5, 1.5, 2.5]
+    assert all(x % 1 == 0.5 for x in sx)  # never through a cell centre, where labels are

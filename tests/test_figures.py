@@ -17,7 +17,7 @@ import xarray as xr  # noqa: E402
 
 from attnsvm import codes  # noqa: E402
 from attnsvm.figures import MODULES, figure_module, make_figure  # noqa: E402
-from attnsvm.figures.style import nan_quantiles, nan_stats  # noqa: E402
+from attnsvm.figures.style import caption_notes, nan_quantiles, nan_stats  # noqa: E402
 from attnsvm.summary import summarize  # noqa: E402
 
 # grid axes, fixed settings, linear or general head, per figure
@@ -137,7 +137,8 @@ def synthetic_sweep(
 
 
 def all_text(fig) -> str:
-    texts = [t.get_text() for t in fig.texts]
+    """Every text of the figure and its report caption notes (counts moved there)."""
+    texts = [t.get_text() for t in fig.texts] + caption_notes(fig)
     for ax in fig.axes:
         texts += [t.get_text() for t in ax.texts]
         texts += [ax.get_title(loc) for loc in ("left", "center", "right")]

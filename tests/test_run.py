@@ -227,3 +227,20 @@ def test_an_uncertified_svm_answer_is_not_solved(monkeypatch):
     sweep.attrs["axes"] = []
     s = summarize(sweep)
     assert int(s["feasible_fro_opt_count"]) == 2 and float(s["feasible_fro_opt_mean"]) == 0.5
+
+
+def test_cell_result_repr_is_short_and_to_xarray_describes_itself():
+    from attnsvm.variables import UNDESCRIBED
+
+    res = run_cells([Cell(seed=1, param="KQ", **SMALL)], device="cpu")[0]
+    text = repr(res)
+    assert "\n" not in text and len(text) < 200
+    assert "seed=1" in text and "status='ok'" in text and "KQ" in text
+    ds = res.to_xarray()
+    assert "cell" not in ds.dims and int(ds["seed"]) == 1
+    np.testing.assert_array_equal(ds["W"].values, res.W)
+    assert float(ds["corr_fro_alpha"]) == res.scalars["corr_fro_alpha"]
+    for dim in ds.dims:
+        assert dim in ds.coords, dim
+    for name, var in ds.variables.items():
+        assert var.attrs["description"] != UNDESCRIBED, name

@@ -151,3 +151,44 @@ def test_sweep_roundtrip_and_summary(stores, experiment, tmp_path):
     r = back["rank_fro_opt"].sel(d=1, param="W").values
     m = summ["rank_fro_opt_mean"].sel(d=1, param="W").values
     assert np.isnan(m) if (r < 0).all() else np.isclose(m, r[r >= 0].mean())
+
+
+def _assert_self_describing(ds: xr.Dataset, where: str) -> None:
+    from attnsvm.variables import UNDESCRIBED
+
+    for dim in ds.dims:
+        assert dim in ds.coords, f"{where}: dimension {dim!r} has no coordinate"
+    for name, var in ds.variables.items():
+        assert var.attrs.get("long_name"), f"{where}: {name} has no long_name"
+        assert var.attrs.get("description") not in (None, "", UNDESCRIBED), (where, name)
+    for name in ("status", "convergence", "svm_status"):
+        if name in ds.data_vars:
+            attrs = ds[name].attrs
+            meanings = attrs["flag_meanings"].split()
+            assert len(meanings) == len(attrs["flag_values"]) > 1, (where, name)
+
+
+def test_sweep_and_summary_describe_themselves(stores, experiment, tmp_path):
+    """Every variable and coordinate has long_name and description, every dimension a
+    coordinate, status codes their flags, each fixed setting its own attribute; the summary
+    keeps all of it through NetCDF."""
+    from attnsvm.block_store import write_atomic
+    from attnsvm.summary import write_summary
+
+    write_atomic(collect_sweep(experiment, stores), tmp_path / "sweep.zarr", consolidated=True)
+    sweep = xr.open_zarr(tmp_path / "sweep.zarr")
+    _assert_self_describing(sweep, "sweep.zarr")
+    assert sweep["corr_fro_alpha"].attrs["units"] == "1"
+    assert sweep["seconds_train"].attrs["units"] == "s"
+    assert list(sweep["example"].values) == [0, 1, 2] and list(sweep["token"].values) == [0, 1, 2]
+    for key, value in experiment.fixed.items():
+        assert sweep.attrs[f"fixed_{key}"] == value
+    assert "fixed" not in sweep.attrs
+    write_summary(tmp_path / "sweep.zarr", tmp_path / "summary.nc")
+    summary = xr.open_dataset(tmp_path / "summary.nc")
+    _assert_self_describing(summary, "summary.nc")
+    assert summary["corr_fro_alpha_mean"].attrs["units"] == "1"
+    assert "mean over seeds" in summary["corr_fro_alpha_mean"].attrs["description"]
+    assert summary.attrs["fixed_iterations"] == 30 and summary.attrs["experiment"] == "tiny"
+    block = open_block(next(iter(stores.values())))
+    _assert_self_describing(block, "block store")

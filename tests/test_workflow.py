@@ -186,6 +186,17 @@ def test_default_sweep_end_to_end_with_report(tmp_path):
     e2 = xr.open_dataset(wd / "results/e2_local/summary.nc")
     assert float(e2["corr_fro_alpha_mean"].sel(param="W")) >= 0.99
     assert float(e2["corr_nuc_alpha_mean"].sel(param="KQ")) >= 0.99
+    # the report states this run's numbers, versions and configuration (tests/test_report.py
+    # checks two different configs at the level of the captions)
+    from attnsvm import __version__
+    from attnsvm.captions import fmt, status_text
+
+    report = (wd / "results/report.html").read_text()
+    assert fmt(e2["corr_fro_alpha_mean"].sel(param="W")) in report
+    for name in exps:
+        summary = xr.open_dataset(wd / f"results/{name}/summary.nc")
+        assert status_text(summary) in report, name
+    assert f"attnsvm {__version__}" in report and "checkpoint_count: 80" in report
 
 
 def test_crashed_block_is_counted_not_lost(tmp_path, monkeypatch):

@@ -3,7 +3,8 @@
 ``make_figure(name, sweep_path, summary_path, pdf_path, png_path)`` opens the experiment's
 sweep store (Zarr) and summary (NetCDF), draws figure ``name`` with the module of that name
 (each module exposes ``plot(sweep, summary) -> Figure`` and the tuple ``VARIABLES`` of sweep
-variables it reads) and writes a vector PDF and a PNG (dpi 200), each atomically.
+variables it reads) and writes a vector PDF and a PNG (dpi 200), each atomically, and the
+report caption computed from the run (:mod:`attnsvm.captions`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from attnsvm.figures.style import save  # noqa: E402
+from attnsvm.captions import figure_caption, write_caption  # noqa: E402
+from attnsvm.figures.style import caption_notes, save  # noqa: E402
 
 MODULES = {
     "e1": "e1_trajectories",
@@ -52,8 +54,12 @@ def load_sweep(sweep, variables=None) -> xr.Dataset:
     return ds.load()
 
 
-def make_figure(name: str, sweep_path, summary_path, pdf_path, png_path) -> None:
-    """Draw figure ``name`` from the sweep and summary; write ``pdf_path`` and ``png_path``."""
+def make_figure(name: str, sweep_path, summary_path, pdf_path, png_path, caption_path=None) -> None:
+    """Draw figure ``name`` from the sweep and summary; write ``pdf_path`` and ``png_path``.
+
+    With ``caption_path``, also the figure's report caption (RST, :mod:`attnsvm.captions`):
+    its text, the run's numbers from the summary and the notes the plot function made.
+    """
     mod = figure_module(name)
     sweep = load_sweep(sweep_path, getattr(mod, "VARIABLES", None))
     if isinstance(summary_path, xr.Dataset):
@@ -64,6 +70,9 @@ def make_figure(name: str, sweep_path, summary_path, pdf_path, png_path) -> None
     fig = mod.plot(sweep, summary)
     try:
         save(fig, pdf_path, png_path)
+        if caption_path is not None:
+            text = figure_caption(name, summary, caption_notes(fig))
+            write_caption(caption_path, text)
     finally:
         plt.close(fig)
 

@@ -23,11 +23,11 @@ VARIABLES = (
     "convergence",
 )
 MATCH = {"W": "fro", "KQ": "nuc"}
-TITLES = {
-    "cross": "cross ($z_i$ separate)",
-    "self": "self ($z_i = x_{i1}$)",
-    "sequence": "sequence (all $k$ query all $t$)",
-    "causal": r"causal ($t \leq k$)",
+TITLES = {  # short: the panels are narrow; the caption says what each kind is
+    "cross": "cross",
+    "self": "self, $z_i = x_{i1}$",
+    "sequence": "sequence",
+    "causal": r"causal, $t \leq k$",
 }
 
 
@@ -64,7 +64,9 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
                 name = f"curve_corr_{MATCH[p]}_{sel}"
                 da = style.select(style.ok_values(sweep, name), attention=a, param=p)
                 vals = np.asarray(da.transpose(..., "checkpoint").values).reshape(-1, len(it))
-                label = f"{p} runs" + (r", SVM($\alpha$)" if sel == "alpha" else ", SVM(opt)")
+                label = f"{style.PARAM_LABELS.get(p, p)} runs, " + (
+                    r"SVM($\alpha$)" if sel == "alpha" else r"SVM($\mathrm{opt}$)"
+                )
                 style.plot_band(ax, it, vals, color, label=label, linestyle=ls)
         ax.set_xscale("log")
         ax.axhline(1.0, color="0.6", lw=0.5)
@@ -72,6 +74,6 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         style.panel_label(ax, "abcd"[k], TITLES.get(a, a))
         if k == 0:
             ax.set_ylabel("corr with matching SVM")
-            style.legend(ax, loc="lower right")
+    style.outside_legend(fig, axes[0], loc="outside upper center", ncol=4)
     style.add_footer(fig, footer)
     return fig

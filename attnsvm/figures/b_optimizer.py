@@ -2,9 +2,10 @@
 
 Grid axes ``optimizer`` (normalized, plain), ``lr`` and ``param`` (W, KQ). (a, b) mean
 corr(W(k), matching SVM(alpha)) vs iteration per (optimizer, lr): normalized solid, plain
-dashed, darker = larger lr. (c) whether the limit direction changes: mean over seeds of
-corr(W_final(setting), W_final(reference)) with the reference normalized GD at the middle lr,
-and the share of seeds whose final selection alpha equals the reference's.
+dashed, darker = larger lr; each (optimizer, lr) keeps its colour in every panel. (c) whether
+the limit direction changes: mean over seeds of corr(W_final(setting), W_final(reference))
+with the reference normalized GD at the middle lr (bars; KQ hatched), and the share of seeds
+whose final selection alpha equals the reference's (dots). One legend, outside the panels.
 """
 
 from __future__ import annotations
@@ -29,6 +30,19 @@ def _final_dirs(sweep: xr.Dataset, **point) -> np.ndarray:
         return np.where(nrm > 0, W / nrm, np.nan)
 
 
+def setting_colors(opts: list[str], lrs: list[float]) -> dict[tuple[str, float], tuple]:
+    """One colour per (optimizer, lr), the same in every panel: hue = optimizer, shade = lr."""
+    out = {}
+    for o in opts:
+        cmap = OPT_STYLE.get(o, ("-", "Greys"))[1]
+        shades = sns.color_palette(cmap, len(lrs) + 2)[2:]
+        out.update({(o, lr): shades[j] for j, lr in enumerate(lrs)})
+    return out
+
+
+PARAM_HATCH = {"W": "", "KQ": "////"}
+
+
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
     params = style.params_of(sweep)
     opts = [str(v) for v in style.grid_values(sweep, "optimizer")] or ["normalized"]
@@ -36,11 +50,13 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     ref_lr = lrs[len(lrs) // 2]
     ref_opt = "normalized" if "normalized" in opts else opts[0]
     it = style.iterations_of(sweep)
+    colors = setting_colors(opts, lrs)
     extra = [
-        "(a, b) solid: normalized GD, dashed: plain GD, shade: step size; corr with the SVM of "
-        "the run's own final selection α (Frobenius for W, nuclear for KQ)",
+        "(a, b) solid: normalized GD, dashed: plain GD, darker: larger step size; corr with the "
+        "SVM of the run's own final selection α (Frobenius for W, nuclear for KQ); each "
+        "(optimizer, step size) has the same colour in every panel",
         f"(c) reference: {ref_opt} GD, lr = {ref_lr:g}; bars: mean corr of final directions "
-        "over seeds, dots: share of seeds with the same α as the reference",
+        "over seeds (W plain, KQ hatched), dots: share of seeds with the same α as the reference",
     ]
     footer = style.footer_text(sweep, extra=extra, unit="point (param, optimizer, lr)")
     fig, axes = style.new_figure(
@@ -49,23 +65,20 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     for k, p in enumerate(params[:2]):
         ax = axes[0, k]
         for o in opts:
-            ls, cmap = OPT_STYLE.get(o, ("-", "Greys"))
-            shades = sns.color_palette(cmap, len(lrs) + 2)[2:]
-            for j, lr in enumerate(lrs):
+            ls = OPT_STYLE.get(o, ("-", "Greys"))[0]
+            for lr in lrs:
                 da = style.select(
                     style.ok_values(sweep, f"curve_corr_{MATCH[p]}_alpha"),
                     param=p, optimizer=o, lr=lr,
                 )  # fmt: skip
                 vals = np.asarray(da.transpose(..., "checkpoint").values).reshape(-1, len(it))
                 mean, _, _ = style.nan_stats(vals)
-                ax.plot(it, mean, color=shades[j], ls=ls, label=f"{o}, lr={lr:g}")
+                ax.plot(it, mean, color=colors[(o, lr)], ls=ls, label=f"{o}, lr = {lr:g}")
         ax.set_xscale("log")
         ax.axhline(1.0, color="0.6", lw=0.5)
         ax.set_xlabel("iteration $k$")
-        ax.set_ylabel("mean corr with SVM(α)")
+        ax.set_ylabel(r"mean corr with SVM($\alpha$)")
         style.panel_label(ax, "ab"[k], f"{style.PARAM_LABELS.get(p, p)} runs")
-        if k == 0:
-            style.legend(ax, loc="lower right", fontsize=5.5, ncol=1)
     ax = axes[0, 2]
     settings = [(o, lr) for o in opts for lr in lrs]
     width = 0.8 / max(len(params), 1)
@@ -82,17 +95,40 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
             eq = (a == ref_alpha).all([dim for dim in a.dims if dim != "seed"])
             same.append(float(eq.mean()))
         x = np.arange(len(settings)) + (k - (len(params) - 1) / 2) * width
-        color = style.PARAM_COLORS.get(p, "0.4")
-        ax.bar(x, corr_mean, width=width, color=color, alpha=0.75, label=f"{p}: corr")
-        ax.plot(x, same, ls="none", marker="o", ms=3, color="0.1", markerfacecolor=color)
-    ax.plot([], [], ls="none", marker="o", ms=3, color="0.1", label="same α share")
+        ax.bar(
+            x,
+            corr_mean,
+            width=width,
+            color=[colors[s] for s in settings],
+            hatch=PARAM_HATCH.get(p, ""),
+            edgecolor="white" if PARAM_HATCH.get(p) else "none",
+            linewidth=0.0,
+        )
+        ax.plot(x, same, ls="none", marker="o", ms=3, color="0.1", markerfacecolor="white")
     ax.set_xticks(np.arange(len(settings)))
     ax.set_xticklabels([f"{'N' if o == 'normalized' else 'P'}\n{lr:g}" for o, lr in settings])
-    ax.set_xlabel("optimizer (N normalized, P plain) / lr")
-    ax.set_ylim(0, 1.32)
-    ax.set_yticks(np.linspace(0, 1, 6))
+    ax.set_xlabel("optimizer (N normalized, P plain), lr")
+    ax.set_ylim(0, 1.05)
     ax.set_ylabel("vs reference")
     style.panel_label(ax, "c", "final direction vs reference")
-    style.legend(ax, loc="upper center", ncol=3, fontsize=5.5, handlelength=1.2)
+    _legends(fig, axes[0, 0], params)
     style.add_footer(fig, footer)
     return fig
+
+
+def _legends(fig, ax, params: list[str]) -> None:
+    """One legend outside the panels: the settings' lines, then what the bars and dots are."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [
+        Patch(facecolor="0.6", hatch=PARAM_HATCH.get(p, ""), edgecolor="white", label=f"(c) {p}")
+        for p in params
+    ]
+    handles.append(
+        Line2D([], [], ls="none", marker="o", ms=3, color="0.1", markerfacecolor="white")
+    )
+    labels += [f"(c) {p} runs: corr" for p in params] + [r"(c) same $\alpha$ share"]
+    if handles:
+        fig.legend(handles, labels, loc="outside right upper", fontsize=6)

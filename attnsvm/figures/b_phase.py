@@ -33,6 +33,21 @@ def _share(da: xr.DataArray, x: list, y: list, yaxis: str) -> tuple[np.ndarray, 
     return out, cnt
 
 
+def threshold_staircase(x: list, thr: list) -> tuple[list[float], list[float]]:
+    """Staircase along cell edges (index coordinates) left of the cells with ``x >= thr``.
+
+    Row ``j`` spans ``j - 0.5 .. j + 0.5``; its edge is at ``k - 0.5`` with ``k`` the number
+    of ``x`` values below ``thr[j]``.
+    """
+    sx: list[float] = []
+    sy: list[float] = []
+    for j, t in enumerate(thr):
+        edge = sum(1 for v in x if v < t) - 0.5
+        sx += [edge, edge]
+        sy += [j - 0.5, j + 0.5]
+    return sx, sy
+
+
 def _global(sweep: xr.Dataset, param: str) -> xr.DataArray:
     conv = style.select(style.ok_values(sweep, "convergence"), param=param)
     typed = conv.where(conv >= 0)
@@ -48,13 +63,13 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     o = int(fixed_other[0]) if fixed_other else (8 if other == "T" else 6)
     params = style.params_of(sweep)
     feas = style.ok_values(sweep, "feasible_fro_opt")
-    panels = [("SVM(opt) feasible", feas)]
+    panels = [(r"SVM($\mathrm{opt}$) feasible", feas)]
     for p in ("W", "KQ"):
         if p in params:
-            panels.append((f"global share, {p}", _global(sweep, p)))
+            panels.append((f"global, {style.PARAM_LABELS[p]} runs", _global(sweep, p)))
     panels.append(
         (
-            "all-support share, W",
+            r"all support vectors, $W$ runs",
             style.select(style.ok_values(sweep, "all_support"), param="W")
             if "W" in params
             else style.ok_values(sweep, "all_support"),
@@ -65,7 +80,8 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         "cell value: share of the seeds with a defined value (count in small print); "
         "global: α = opt and corr(W_GD, SVM) ≥ threshold (Frobenius for W, nuclear for KQ); "
         "all-support: W_mm(α) of the W runs",
-        f"white line: d = max(T-1, n) ({other} = {o} fixed); grey: no data",
+        f"white line: left edge of the cells with d ≥ max(T − 1, n) ({other} = {o} fixed); "
+        "grey: no data",
     ]
     footer = style.footer_text(sweep, band=None, extra=extra, unit=f"point (d, {yaxis}, param)")
     fig, axes = style.new_figure(
@@ -103,11 +119,11 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
                         fontsize=5,
                         color="white" if val < 0.6 else "black",
                     )
-        # d = max(T-1, n) in index coordinates of the (categorical) d axis
+        # d = max(T-1, n) drawn along cell edges, so it never crosses a cell's label
         thr = [max((yv if yaxis == "T" else o) - 1, yv if yaxis == "n" else o) for yv in y]
-        xi = np.interp(thr, x, np.arange(len(x)), left=-0.5, right=len(x) - 0.5)
-        ax.plot(xi, np.arange(len(y)), color="white", lw=1.6, marker="o", ms=2.5)
-        ax.plot(xi, np.arange(len(y)), color="0.15", lw=0.6, ls="--")
+        sx, sy = threshold_staircase(x, thr)
+        ax.plot(sx, sy, color="white", lw=2.2, solid_capstyle="butt")
+        ax.plot(sx, sy, color="0.15", lw=0.7, ls=(0, (2, 1.5)))
         ax.set_xticks(range(len(x)))
         ax.set_xticklabels([str(v) for v in x])
         ax.set_yticks(range(len(y)))

@@ -24,8 +24,8 @@ VARIABLES = (
     "erank_nuc_alpha",
 )
 SERIES = (
-    ("gd", "W", "-", "o", r"$W_{\mathrm{GD}}$, W runs"),
-    ("gd", "KQ", "-", "s", r"$KQ^{\top}_{\mathrm{GD}}$, KQ runs"),
+    ("gd", "W", "-", "o", r"$W_{\mathrm{GD}}$, $W$ runs"),
+    ("gd", "KQ", "-", "s", r"$KQ^{\top}_{\mathrm{GD}}$, $KQ^{\top}$ runs"),
     ("fro_alpha", "W", "--", "o", "Frobenius $" + style.W_MM + r"(\alpha)$"),
     ("nuc_alpha", "KQ", "--", "s", "nuclear $" + style.W_MM_NUC + r"(\alpha)$"),
 )

@@ -60,14 +60,14 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         ax.set_xlim(R[0] / 1.2, R[-1] * 1.2)
         ax.axhline(1.0, color="0.6", lw=0.5)
         ax.set_xlabel("radius $R$")
-        ax.set_ylabel("corr with SVM(opt)")
+        ax.set_ylabel(r"corr with SVM($\mathrm{opt}$)")
         title = r"$W_R$, $\|W\|_F \leq R$" if p == "W" else r"$K_R Q_R^{\top}$"
         style.panel_label(ax, "ab"[k], title)
         style.legend(ax, loc="lower right")
         ax3 = axes[0, 2]
         vals = 1.0 - _curves(sweep, f"curve_corr_{match}_opt", p)
         med, lo, hi = style.nan_quantiles(np.maximum(vals, 1e-12), (0.5, 0.25, 0.75))
-        ax3.plot(R, med, color=color, label=f"{p}: 1 - corr({LABELS[match]})")
+        ax3.plot(R, med, color=color, label=f"{style.PARAM_LABELS.get(p, p)}: {LABELS[match]}")
         ax3.fill_between(R, lo, hi, color=color, alpha=0.18, linewidth=0)
     ax3 = axes[0, 2]
     ax3.set_xscale("log")
@@ -76,7 +76,7 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     if not any(np.isfinite(ln.get_ydata()).any() for ln in ax3.get_lines()):
         ax3.set_ylim(1e-6, 1.0)  # nothing to plot (no ok cell): a valid log range
     ax3.set_xlabel("radius $R$")
-    ax3.set_ylabel("1 - corr (median, IQR)")
+    ax3.set_ylabel(r"$1 - \mathrm{corr}$ (median, IQR)")
     style.panel_label(ax3, "c", "distance to the matching SVM")
     style.legend(ax3, loc="lower left")
     style.add_footer(fig, footer)

@@ -1,16 +1,16 @@
 """One publication style for every figure, plus shared helpers (footer, masks, saving).
 
 All figures use the Agg backend, the seaborn ``paper`` context with ``ticks`` style, the
-colorblind palette and STIX (LaTeX-like) mathtext. Every figure carries a small footer that
-states the seed count, the cell status counts and what the bands mean, so no excluded or
-ambiguous run is dropped silently.
+colorblind palette and STIX (LaTeX-like) mathtext. Every figure carries a one-line footer
+with the seed count and the cell status counts; what the bands mean and the counts of
+excluded or ambiguous runs go to the figure's report caption (caption notes), so no run is
+dropped silently.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -113,7 +113,11 @@ def loads_json(value, default):
 
 
 def fixed_settings(sweep: xr.Dataset) -> dict:
-    return loads_json(sweep.attrs.get("fixed"), {})
+    """Fixed settings of the experiment: the ``fixed_<key>`` attributes of the sweep store
+    (attnsvm.variables.fixed_attrs), or an older store's single JSON ``fixed`` attribute."""
+    out = loads_json(sweep.attrs.get("fixed"), {})
+    out.update({k[len("fixed_") :]: v for k, v in sweep.attrs.items() if k.startswith("fixed_")})
+    return out
 
 
 def seeds_per_point(sweep: xr.Dataset) -> int:
@@ -241,35 +245,37 @@ def seeds_text(sweep: xr.Dataset, unit: str = "point") -> str:
     return f"{s} seed{'s' if s != 1 else ''} per {unit}"
 
 
-FOOTER_WIDTH = 160  # characters per footer line
-
-
 def footer_text(
     sweep: xr.Dataset, band: str | None = "mean ± std", extra: Iterable[str] = (), unit="point"
 ) -> str:
-    """The standard footer: seeds, cell status counts, band meaning, then ``extra`` lines."""
+    """The standard footer: seeds, cell status counts, band meaning, then ``extra`` lines.
+
+    Only its first two parts (seeds, status counts) are drawn in the figure
+    (:func:`add_footer`); the rest goes to the report caption (:func:`caption_notes`).
+    """
     first = [seeds_text(sweep, unit), status_text(sweep)]
     if band:
         first.append(band if ":" in band else f"band: {band}")
     first.append("only ok cells enter the statistics")
     lines = ["; ".join(first)]
     lines += [e for e in extra if e]
-    # long lines would run off the figure's right edge
-    return "\n".join(part for line in lines for part in textwrap.wrap(line, FOOTER_WIDTH))
+    return "\n".join(lines)
 
 
 def add_footer(fig, text: str) -> None:
+    """Draw the one-line footer of ``text`` and keep the rest as the figure's caption notes."""
+    line, notes = split_footer(text)
     fig.text(
         0.005,
         0.005,
-        text,
+        line,
         ha="left",
         va="bottom",
         fontsize=FOOTER_SIZE,
         color="0.25",
-        linespacing=1.3,
         fontfamily="serif",
     )
+    set_caption_notes(fig, notes)
 
 
 def legend(ax, **kwargs):
@@ -299,7 +305,8 @@ def plain_log_axis(ax, axis: str = "y") -> None:
 
 
 def footer_lines(text: str) -> int:
-    return text.count("\n") + 1
+    """Lines of the footer drawn in the figure: always one (see :func:`split_footer`)."""
+    return 1
 
 
 # ----------------------------------------------------------------------------- saving
@@ -315,3 +322,51 @@ def save(fig, pdf_path, png_path) -> None:
         finally:
             if tmp.exists():
                 tmp.unlink()
+
+
+# ----------------------------------------------------------------------------- caption notes
+# A figure carries one short footer line (seeds and cell status counts); everything else a
+# reader needs (band meaning, counts of excluded runs, definitions) goes to the report
+# caption, which attnsvm.captions writes next to the PNG (issue 11, items 1 and 7).
+_NOTES_ATTR = "_attnsvm_caption_notes"
+
+
+def split_footer(text: str) -> tuple[str, list[str]]:
+    """(the drawn line: seeds and status counts, the caption notes: all other parts)."""
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    if not lines:
+        return "", []
+    parts = lines[0].split("; ")
+    notes = ["; ".join(parts[2:])] if len(parts) > 2 else []
+    return "; ".join(parts[:2]), notes + lines[1:]
+
+
+def set_caption_notes(fig, notes: Iterable[str]) -> None:
+    """Attach caption notes to ``fig`` (added to any already there)."""
+    setattr(fig, _NOTES_ATTR, [*caption_notes(fig), *(n for n in notes if n)])
+
+
+def caption_notes(fig) -> list[str]:
+    """The caption notes a figure's plot function attached (:func:`add_footer`)."""
+    return list(getattr(fig, _NOTES_ATTR, []))
+
+
+# ----------------------------------------------------------------------------- legends
+def outside_legend(fig, axes, loc: str = "outside right upper", prefixes=None, **kwargs):
+    """One figure legend outside the panels (never over data) for the labelled artists of
+    ``axes``; a label shared by several panels appears once. ``prefixes``: per axes, a text
+    put before its labels (e.g. ``"(a) "``). Returns the legend, or None when nothing is
+    labelled (each empty panel then says "no ok data", as :func:`legend` does)."""
+    handles, labels = [], []
+    axes = list(np.atleast_1d(axes))
+    for i, ax in enumerate(axes):
+        pre = prefixes[i] if prefixes else ""
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if pre + lab not in labels:
+                handles.append(h)
+                labels.append(pre + lab)
+    if not handles:
+        for ax in axes:
+            legend(ax)
+        return None
+    return fig.legend(handles, labels, loc=loc, **kwargs)

@@ -58,6 +58,14 @@ def experiment_settings(wildcards):
     return PLAN.experiment_config(wildcards.experiment)
 
 
+def report_category(wildcards):
+    return PLAN.report_category(wildcards.experiment)
+
+
+def figure_labels(wildcards):
+    return PLAN.figure_labels(wildcards.experiment, wildcards.figure)
+
+
 # One workflow at a time per experiment directory (not taken for a dry run).
 onstart:
     lock_results(PLAN)

@@ -1,4 +1,5 @@
-# One rule per figure kind (E1-E6 of SCIENCE.md section 6) plus a status table per experiment.
+# One rule per figure kind (E1-E6 of SCIENCE.md section 6 and the beyond-the-paper figures),
+# a status table per experiment, and the report's section about the run.
 
 
 rule figure:
@@ -10,9 +11,11 @@ rule figure:
         png=report(
             f"{RESULTS}/{{experiment}}/figures/{{figure}}.png",
             caption="../report/figure.rst",
-            category="{experiment}",
-            labels={"experiment": "{experiment}", "figure": "{figure}"},
+            category=report_category,
+            subcategory="{experiment}",
+            labels=figure_labels,
         ),
+        caption=f"{RESULTS}/{{experiment}}/figures/{{figure}}.caption.rst",
     log:
         f"{RESULTS}/{{experiment}}/logs/figure_{{figure}}.log",
     priority: results_priority
@@ -31,8 +34,9 @@ rule status_table:
         html=report(
             f"{RESULTS}/{{experiment}}/status.html",
             caption="../report/status.rst",
-            category="{experiment}",
-            labels={"experiment": "{experiment}", "figure": "status counts"},
+            category=report_category,
+            subcategory="{experiment}",
+            labels={"result": "table: cells per status", "experiment": "{experiment}"},
         ),
     log:
         f"{RESULTS}/{{experiment}}/logs/status_table.log",
@@ -41,3 +45,20 @@ rule status_table:
         "../envs/attnsvm.yaml"
     script:
         "../scripts/status_table.py"
+
+
+rule run_info:
+    input:
+        sweeps=PLAN.sweep_paths(),
+    output:
+        rst=PLAN.paths.run_info(),
+    log:
+        f"{RESULTS}/logs/run_info.log",
+    conda:
+        "../envs/attnsvm.yaml"
+    params:
+        config=config,
+        experiments=list(PLAN.experiments),
+        version=attnsvm.__version__,
+    script:
+        "../scripts/run_info.py"

@@ -1,4 +1,4 @@
-"""Snakemake script of rule `figure`: one of the figures E1-E6 as PDF and PNG."""
+"""Snakemake script of rule `figure`: one figure as PDF and PNG, and its report caption."""
 
 from attnsvm.logs import log_to
 
@@ -12,4 +12,5 @@ make_figure(
     snakemake.input.summary,  # noqa: F821
     snakemake.output.pdf,  # noqa: F821
     snakemake.output.png,  # noqa: F821
+    snakemake.output.caption,  # noqa: F821
 )
