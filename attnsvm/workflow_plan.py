@@ -7,6 +7,7 @@ Every output path of the workflow is defined here once (:class:`Paths`); the rul
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,37 @@ class Plan:
     def block_paths(self, exp: str) -> list[str]:
         return [self.paths.block(exp, b) for b in self._blocks[exp]]
 
+    def block_digests(self, exp: str) -> dict[str, str]:
+        """``{block: digest of its cells}``: what a finished store of each block must hold."""
+        from attnsvm.block import cells_digest
+
+        return {name: cells_digest(b.cells) for name, b in self._blocks[exp].items()}
+
+    def repair(self, dry_run: bool = False) -> list[str]:
+        """Prepare the results for a run: every block store that is not finished is missing.
+
+        Damaged, stale or foreign block stores are moved into ``<experiment>/quarantine/``,
+        stores of blocks that failed for an environmental reason are removed, so that the
+        workflow recomputes those blocks (:func:`attnsvm.integrity.repair_blocks`); a sweep
+        store that does not verify is removed (collect rebuilds it). Returns the warnings,
+        each naming a path; ``dry_run`` only reports.
+        """
+        from attnsvm.integrity import StoreError, repair_blocks, verify_store
+
+        out = []
+        for exp in self.experiments:
+            blocks_dir = Path(self.paths.blocks_dir(exp))
+            out += repair_blocks(blocks_dir, exp, self.block_digests(exp), dry_run)
+            sweep = Path(self.paths.sweep(exp))
+            if sweep.exists():
+                try:
+                    verify_store(sweep)
+                except StoreError as err:
+                    if not dry_run:
+                        shutil.rmtree(sweep)
+                    out.append(f"{err}: {'will be' if dry_run else 'removed,'} rebuilt")
+        return out
+
     def experiment_config(self, exp: str) -> str:
         """The experiment's settings as canonical JSON (a change reruns the collect job)."""
         e = self.experiments[exp]
@@ -164,7 +196,9 @@ def collect_experiment(
     """Workflow entry point of the collect rule (see :func:`attnsvm.collect.collect_sweep`)."""
     from attnsvm.block_store import write_atomic
     from attnsvm.collect import collect_sweep
+    from attnsvm.integrity import clean_stale_partials
 
+    clean_stale_partials(out)  # of a killed earlier attempt
     exp = experiment_from_json(settings_json)
     paths = {Path(p).name.removesuffix(".zarr"): p for p in block_stores}
     unknown = sorted(set(paths) - {b.name for b in exp.blocks()})
