@@ -267,18 +267,20 @@ def repair_blocks(
     experiment: str,
     planned: Mapping[str, str],
     dry_run: bool = False,
-) -> list[str]:
+) -> tuple[list[str], list[str]]:
     """Make every unfinished block store of ``planned`` (``{block: cells digest}``) missing.
 
     Damaged, stale and foreign stores are moved into ``quarantine/`` (never deleted), stores
     of blocks that failed for an environmental reason are removed (they hold no results), so
     that the workflow sees those blocks as missing and recomputes them. Stray entries are
-    left alone. Returns one warning per finding, naming the path; ``dry_run`` changes nothing.
+    left alone. Returns one warning per finding, naming the path, and the paths of the
+    stores to recompute; ``dry_run`` changes nothing.
     """
     d = Path(blocks_dir)
     out: list[str] = []
+    redo: list[str] = []
     if not d.is_dir():
-        return out
+        return out, redo
     for name, digest in planned.items():
         path = d / f"{name}.zarr"
         if not path.exists():
@@ -286,6 +288,7 @@ def repair_blocks(
         chk = check_block(path, experiment, name, digest)
         if chk.finished:
             continue
+        redo.append(str(path))
         if dry_run:
             out.append(f"{chk.state} block store {path} ({chk.reason}) will be recomputed")
         elif chk.state == "retry":
@@ -300,7 +303,7 @@ def repair_blocks(
     if stray:
         names = ", ".join(p.name for p in stray[:5]) + (" ..." if len(stray) > 5 else "")
         out.append(f"{len(stray)} entries of {d} are no block of the plan, ignored: {names}")
-    return out
+    return out, redo
 
 
 def clean_stale_partials(out: str | os.PathLike) -> None:

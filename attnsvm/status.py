@@ -6,13 +6,13 @@ import html
 import json
 import os
 import socket
-import warnings
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
 from attnsvm import codes
+from attnsvm.integrity import check_block, open_store
 
 
 def status_rows(summary: xr.Dataset) -> tuple[list[str], list[list[str]]]:
@@ -91,18 +91,22 @@ def _claim_state(claim: Path) -> str:
 
 def _store_info(p: Path) -> tuple[float, dict[str, int], bool]:
     attrs = json.loads((p / "zarr.json").read_text()).get("attributes", {})
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*snakemake_timestamp.*")
-        st = xr.open_zarr(p, consolidated=False)["status"].values
+    st = open_store(p)["status"].values
     counts = {s: int((st == i).sum()) for i, s in enumerate(codes.CELL_STATUS)}
     return float(attrs.get("seconds_compute", np.nan)), counts, bool(attrs.get("block_failed"))
 
 
-def scan_experiment(exp_dir: Path, plan: dict[str, int] | None = None) -> dict:
+def scan_experiment(
+    exp_dir: Path, plan: dict[str, int] | None = None, digests: dict[str, str] | None = None
+) -> dict:
     """Blocks done / running / failed / missing, cells by status and a time estimate.
 
     ``plan``: planned blocks of the experiment ``{name: number of cells}`` (from the config);
     without it only what is on disk is known and missing blocks cannot be counted.
+    ``digests``: the planned blocks' cells digests; a store holding other cells is stale.
+    Only verified stores count (:func:`attnsvm.integrity.check_block`); the others are
+    listed in ``blocks_unfinished`` (path, state: damaged / stale / foreign / retry, reason)
+    and count as missing; entries that are no planned block are listed in ``ignored``.
     """
     blocks_dir = exp_dir / "blocks"
     done: dict[str, float] = {}
@@ -110,17 +114,29 @@ def scan_experiment(exp_dir: Path, plan: dict[str, int] | None = None) -> dict:
     running: list[str] = []
     killed: list[str] = []
     cells = {s: 0 for s in codes.CELL_STATUS}
+    unfinished: list[dict[str, str]] = []
+    ignored: list[str] = []
     if blocks_dir.is_dir():
         for p in sorted(blocks_dir.iterdir()):
             if p.name.endswith(".zarr.running"):
                 name = p.name[1:].removesuffix(".zarr.running")
                 (running if _claim_state(p) == "running" else killed).append(name)
-            elif not p.name.startswith(".") and p.suffix == ".zarr" and (p / "zarr.json").exists():
+            elif not p.name.startswith("."):
                 name = p.name.removesuffix(".zarr")
-                try:
-                    sec, counts, crashed = _store_info(p)
-                except (OSError, ValueError, KeyError):
-                    continue  # unreadable: counted as missing below
+                if p.suffix != ".zarr" or (plan is not None and name not in plan):
+                    ignored.append(str(p))
+                    continue
+                chk = check_block(p, exp_dir.name, name, (digests or {}).get(name))
+                if chk.finished:
+                    try:
+                        sec, counts, crashed = _store_info(p)
+                    except Exception as err:  # verified, yet zarr cannot read it
+                        chk = type(chk)(p, "damaged", f"cannot be read: {err}")
+                if not chk.finished:
+                    unfinished.append(
+                        {"block": name, "path": str(p), "state": chk.state, "reason": chk.reason}
+                    )
+                    continue
                 done[name] = sec
                 if crashed:
                     failed_blocks.append(name)
@@ -142,6 +158,8 @@ def scan_experiment(exp_dir: Path, plan: dict[str, int] | None = None) -> dict:
         "blocks_killed": sorted(b for b in killed if b not in done),
         "blocks_failed": sorted(failed_blocks),
         "blocks_missing": len(missing),
+        "blocks_unfinished": unfinished,
+        "ignored": ignored,
         "cells": cells,
         "mean_block_seconds": mean_s,
         "estimated_remaining_seconds": mean_s * todo if secs else None,
@@ -162,6 +180,16 @@ def plan_from_configfile(configfile: str | os.PathLike) -> tuple[str, dict[str, 
     return plan.results, blocks
 
 
+def _digests_from_configfile(configfile: str | os.PathLike) -> dict[str, dict[str, str]]:
+    """Cells digests of the planned blocks ``{experiment: {block: digest}}`` of a config."""
+    import yaml
+
+    from attnsvm.workflow_plan import Plan
+
+    plan = Plan.from_config(yaml.safe_load(Path(configfile).read_text()))
+    return {exp: plan.block_digests(exp) for exp in plan.experiments}
+
+
 def print_status(
     path: str | os.PathLike | None = None,
     as_json: bool = False,
@@ -174,8 +202,10 @@ def print_status(
     and the remaining time is estimated from the measured block times.
     """
     plans: dict[str, dict[str, int]] | None = None
+    digests: dict[str, dict[str, str]] = {}
     if configfile is not None:
         results, plans = plan_from_configfile(configfile)
+        digests = _digests_from_configfile(configfile)
         path = path or results
     root = Path(path or "results")
     if root.is_dir() and (root / "blocks").is_dir():
@@ -186,7 +216,8 @@ def print_status(
         )
         exps = {n: root / n for n in sorted(names)}
     report = {
-        n: scan_experiment(d, None if plans is None else plans.get(n, {})) for n, d in exps.items()
+        n: scan_experiment(d, None if plans is None else plans.get(n, {}), digests.get(n))
+        for n, d in exps.items()
     }
     if failed_paths:
         for n, r in report.items():
@@ -213,6 +244,11 @@ def print_status(
                 f"  remaining: ~{eta:.0f} s of block compute time "
                 f"({r['mean_block_seconds']:.1f} s per block measured)"
             )
+        for u in r["blocks_unfinished"]:
+            print(f"  {u['state']} block store (recomputed by the next run): {u['path']}")
+            print(f"    {u['reason']}")
+        if r["ignored"]:
+            print(f"  ignored, no block of the plan: {', '.join(r['ignored'][:5])}")
         if r["blocks_failed"]:
             print(
                 "  crashed blocks (rerun with --forcerun on their paths; list them with "

@@ -102,7 +102,8 @@ class Plan:
         Damaged, stale or foreign block stores are moved into ``<experiment>/quarantine/``,
         stores of blocks that failed for an environmental reason are removed, so that the
         workflow recomputes those blocks (:func:`attnsvm.integrity.repair_blocks`); a sweep
-        store that does not verify is removed (collect rebuilds it). Returns the warnings,
+        store that does not verify or lacks a block store is removed with its summary (they
+        are rebuilt; Snakemake would not rerun collect otherwise). Returns the warnings,
         each naming a path; ``dry_run`` only reports.
         """
         from attnsvm.integrity import StoreError, repair_blocks, verify_store
@@ -110,15 +111,29 @@ class Plan:
         out = []
         for exp in self.experiments:
             blocks_dir = Path(self.paths.blocks_dir(exp))
-            out += repair_blocks(blocks_dir, exp, self.block_digests(exp), dry_run)
-            sweep = Path(self.paths.sweep(exp))
-            if sweep.exists():
-                try:
-                    verify_store(sweep)
-                except StoreError as err:
-                    if not dry_run:
-                        shutil.rmtree(sweep)
-                    out.append(f"{err}: {'will be' if dry_run else 'removed,'} rebuilt")
+            found, redo = repair_blocks(blocks_dir, exp, self.block_digests(exp), dry_run)
+            out += found
+            sweep, summary = Path(self.paths.sweep(exp)), Path(self.paths.summary(exp))
+            if not sweep.exists():
+                continue
+            # Snakemake recomputes a missing block only for a job that needs it, and reruns
+            # no job for a missing intermediate output (the sweep) while its final outputs
+            # are up to date: sweep and summary go, so collect and its successors rerun
+            redo_paths = {Path(p) for p in redo}
+            absent = [
+                p for p in self.block_paths(exp) if Path(p) in redo_paths or not Path(p).exists()
+            ]
+            why = f"lacks {len(absent)} block store(s), e.g. {absent[0]}" if absent else ""
+            try:
+                verify_store(sweep)
+            except StoreError as err:
+                why = why or err.reason
+            if why:
+                if not dry_run:
+                    shutil.rmtree(sweep)
+                    summary.unlink(missing_ok=True)
+                action = "will be rebuilt" if dry_run else "removed with its summary, rebuilt"
+                out.append(f"sweep store {sweep} {why}: {action}")
         return out
 
     def experiment_config(self, exp: str) -> str:
