@@ -72,14 +72,20 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _content_files(root: Path) -> list[str]:
-    out = []
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            rel = os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
-            if not _ignored(rel):
-                out.append(rel)
-    return sorted(out)
+def _content_files(root: Path) -> dict[str, int]:
+    """``{relative path: size}`` of the store's content files (one ``scandir`` per folder)."""
+    out: dict[str, int] = {}
+    stack = [("", str(root))]
+    while stack:
+        rel_dir, path = stack.pop()
+        with os.scandir(path) as it:
+            for e in it:
+                rel = rel_dir + e.name
+                if e.is_dir(follow_symlinks=False):
+                    stack.append((rel + "/", e.path))
+                elif not _ignored(rel):
+                    out[rel] = e.stat().st_size
+    return dict(sorted(out.items()))
 
 
 def _content_sha256(files: Mapping[str, Any]) -> str:
@@ -94,9 +100,7 @@ def write_manifest(store: str | os.PathLike, attrs: Mapping[str, Any]) -> dict[s
     ``experiment``, ``block``, ``cells_digest`` and ``failure_kind`` are copied when present.
     """
     root = Path(store)
-    files = {
-        rel: [(root / rel).stat().st_size, _file_sha256(root / rel)] for rel in _content_files(root)
-    }
+    files = {rel: [size, _file_sha256(root / rel)] for rel, size in _content_files(root).items()}
     fmt = str(attrs.get("format", ""))
     manifest: dict[str, Any] = {
         "format": MANIFEST_FORMAT,
@@ -143,12 +147,11 @@ def verify_store(path: str | os.PathLike, full: bool = True) -> dict[str, Any]:
     extra = sorted(set(present) - set(files))
     if extra:
         raise StoreError(root, f"file not in the manifest: {extra[0]}" + _more(extra))
-    for rel in present:
+    for rel, actual in present.items():
         size, sha = files[rel]
-        p = root / rel
-        if p.stat().st_size != size:
-            raise StoreError(root, f"file {rel} has {p.stat().st_size} bytes, manifest {size}")
-        if full and _file_sha256(p) != sha:
+        if actual != size:
+            raise StoreError(root, f"file {rel} has {actual} bytes, manifest {size}")
+        if full and _file_sha256(root / rel) != sha:
             raise StoreError(root, f"file {rel} does not match its checksum")
     return manifest
 
