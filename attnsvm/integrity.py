@@ -140,7 +140,10 @@ def verify_store(path: str | os.PathLike, full: bool = True) -> dict[str, Any]:
         raise StoreError(root, f"unreadable {MANIFEST}: {err}") from None
     if manifest.get("content_sha256") != _content_sha256(files):
         raise StoreError(root, f"{MANIFEST} does not match its own checksum")
-    present = _content_files(root)
+    try:
+        present = _content_files(root)
+    except OSError as err:  # e.g. replaced or removed while being read
+        raise StoreError(root, f"cannot be listed: {err}") from None
     missing = sorted(set(files) - set(present))
     if missing:
         raise StoreError(root, f"file missing: {missing[0]}" + _more(missing))
@@ -148,7 +151,10 @@ def verify_store(path: str | os.PathLike, full: bool = True) -> dict[str, Any]:
     if extra:
         raise StoreError(root, f"file not in the manifest: {extra[0]}" + _more(extra))
     for rel, actual in present.items():
-        size, sha = files[rel]
+        try:
+            size, sha = files[rel]
+        except (TypeError, ValueError):
+            raise StoreError(root, f"unreadable {MANIFEST} entry for {rel}") from None
         if actual != size:
             raise StoreError(root, f"file {rel} has {actual} bytes, manifest {size}")
         if full and _file_sha256(root / rel) != sha:

@@ -83,10 +83,12 @@ def a_block(wd: Path, which: str = "param=KQ_seeds=2-3") -> Path:
 
 
 def resume(wd: Path, *extra: str) -> subprocess.CompletedProcess:
-    """The README's resume: unlock, then the same command again."""
+    """The README's resume: unlock, then the same command again (output of both)."""
     unlock = snakemake(wd, "--configfile", "c.yaml", "--unlock")
     assert unlock.returncode == 0, unlock.stderr[-2000:]
-    return snakemake(wd, "--configfile", "c.yaml", *extra)
+    proc = snakemake(wd, "--configfile", "c.yaml", *extra)
+    proc.stderr = unlock.stderr + proc.stderr  # the repair warnings come from the first
+    return proc
 
 
 def sweep_of(wd: Path) -> xr.Dataset:
