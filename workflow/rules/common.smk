@@ -20,7 +20,8 @@ if workflow.is_main_process:
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
     # unfinished block stores (damaged, stale, foreign, environmental crash) become missing,
     # so that Snakemake recomputes them (docs/store.md, "Integrity")
-    for warning in PLAN.repair(dry_run=workflow.output_settings.dryrun):
+    dry_run = getattr(workflow.output_settings, "dryrun", False)
+    for warning in PLAN.repair(dry_run=dry_run):
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
 
 RESULTS = PLAN.results
