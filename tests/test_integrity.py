@@ -141,37 +141,40 @@ def test_flipped_byte_is_detected_reported_and_recomputed(clone, finished):
     assert len(list((clone / f"results/{EXP}/quarantine").iterdir())) == 1  # kept, not lost
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("var", ["convergence", "corr_fro_alpha", "W/zarr.json"])
-def test_deleted_file_of_a_block_is_recomputed(clone, finished, var):
-    target = a_block(clone) / var
-    (target if target.is_file() else chunk_of(a_block(clone), var)).unlink()
-    assert_repaired(clone, finished[1])
+ALL_BLOCKS = ("param=W_seeds=0-1", "param=W_seeds=2-3", "param=KQ_seeds=0-1", "param=KQ_seeds=2-3")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["truncate", "garbage"])
-def test_truncated_or_garbage_chunk_is_recomputed(clone, finished, how):
-    chunk = chunk_of(a_block(clone), "softmax")
-    data = chunk.read_bytes()
-    chunk.write_bytes(data[: len(data) // 2] if how == "truncate" else b"\x00garbage" * 9)
-    assert_repaired(clone, finished[1])
+def test_deleted_file_of_a_block_is_recomputed(clone, finished):
+    """Rows 2-4 at once, one block each: a chunk of `convergence`, of `corr_fro_alpha`, and
+    `W/zarr.json` deleted (zarr would read fill values, NaN or the wrong convergence type)."""
+    for var, name in zip(
+        ("convergence", "corr_fro_alpha", "W/zarr.json"), ALL_BLOCKS, strict=False
+    ):
+        target = a_block(clone, name) / var
+        (target if target.is_file() else chunk_of(a_block(clone, name), var)).unlink()
+    assert_repaired(clone, finished[1], recomputed=3)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["store", "zarr.json", "emptied"])
-def test_deleted_or_emptied_block_store_is_recomputed(clone, finished, how):
-    store = a_block(clone)
-    if how == "store":
-        shutil.rmtree(store)
-    elif how == "zarr.json":
-        (store / "zarr.json").unlink()
-    else:
-        shutil.rmtree(store)
-        store.mkdir()
+def test_truncated_or_garbage_chunk_is_recomputed(clone, finished):
+    truncated = chunk_of(a_block(clone, ALL_BLOCKS[0]), "softmax")
+    truncated.write_bytes(truncated.read_bytes()[: truncated.stat().st_size // 2])
+    chunk_of(a_block(clone, ALL_BLOCKS[1]), "X").write_bytes(b"\x00garbage" * 9)
+    assert_repaired(clone, finished[1], recomputed=2)
+
+
+@pytest.mark.slow
+def test_deleted_or_emptied_block_store_is_recomputed(clone, finished):
+    deleted, no_meta, emptied = (a_block(clone, name) for name in ALL_BLOCKS[:3])
+    shutil.rmtree(deleted)
+    (no_meta / "zarr.json").unlink()
+    shutil.rmtree(emptied)
+    emptied.mkdir()
     st = status(clone)
-    assert "missing 2" in st.stdout and "ok 6" in st.stdout, st.stdout
-    assert_repaired(clone, finished[1])
+    assert "missing 6" in st.stdout and "ok 2" in st.stdout, st.stdout
+    assert st.stdout.count("damaged block store") == 2
+    assert_repaired(clone, finished[1], recomputed=3)
 
 
 @pytest.mark.slow
