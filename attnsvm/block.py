@@ -2,26 +2,35 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import os
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attnsvm import provenance
+from attnsvm import codes, provenance
 from attnsvm.cell import Cell
 from attnsvm.logs import stage
 
 log = logging.getLogger("attnsvm.block")  # also when run as __main__ (the worker)
 
+FAULT_ENV = "ATTNSVM_FAULT_INJECT"
+"""Fault injection for tests (read by the worker and by :func:`attnsvm.job.run_job`):
+``kill:<substring>`` makes the worker of every block whose name contains the substring
+SIGKILL itself before computing (as the out-of-memory killer would); ``enospc:<substring>``
+makes it fail as on a full disk."""
 
-def cells_digest(cells: Sequence[Cell]) -> str:
-    """SHA-256 of the block's cell descriptions (order included)."""
-    text = json.dumps([c.to_dict() for c in cells], sort_keys=True, separators=(",", ":"))
+
+def cells_digest(cells: Sequence[Cell | dict[str, Any]]) -> str:
+    """SHA-256 of the block's cell descriptions (order included; cells or their dicts)."""
+    dicts = [Cell.from_dict(c).to_dict() if isinstance(c, dict) else c.to_dict() for c in cells]
+    text = json.dumps(dicts, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -106,16 +115,40 @@ def run_block(
     return path
 
 
+class EnvironmentFailure(RuntimeError):
+    """The machine, not the block, made the block fail (see :data:`codes.FAILURE_KINDS`)."""
+
+
+ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+"""OSErrors that say the machine is at fault: disk full, quota exceeded."""
+
+
+def is_environmental(err: BaseException) -> bool:
+    """Whether ``err`` is an environmental failure (retried by the next run, not recorded)."""
+    from attnsvm.device import DeviceUnavailableError
+
+    if isinstance(err, EnvironmentFailure | DeviceUnavailableError):
+        return True
+    return isinstance(err, OSError) and err.errno in ENVIRONMENT_ERRNOS
+
+
 def _main(argv: list[str]) -> int:
     """``python -m attnsvm.block SPEC.json``: the worker process of :func:`attnsvm.job.run_job`.
 
-    Logs to stderr, which the job shares with the rule's log file."""
+    Logs to stderr, which the job shares with the rule's log file. Exits with
+    :data:`attnsvm.device.EXIT_DEVICE_UNAVAILABLE` when CUDA was asked for and is missing
+    (one line), and with :data:`codes.EXIT_ENVIRONMENT` after another environmental failure
+    (disk full, quota exceeded).
+    """
     from attnsvm.device import EXIT_DEVICE_UNAVAILABLE, DeviceUnavailableError
     from attnsvm.logs import configure
 
     configure()
     spec = json.loads(Path(argv[0]).read_text())
+    fault = os.environ.get(FAULT_ENV, "")
     try:
+        if fault.startswith("enospc:") and fault[7:] and fault[7:] in spec.get("block", ""):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), spec["out"])  # fault test
         run_block(
             spec["cells"],
             spec["out"],
@@ -128,6 +161,12 @@ def _main(argv: list[str]) -> int:
     except DeviceUnavailableError as err:
         print(f"attnsvm: error: {err}", file=sys.stderr)
         return EXIT_DEVICE_UNAVAILABLE
+    except Exception as err:
+        if not is_environmental(err):
+            raise
+        traceback.print_exc()
+        print(f"attnsvm: environmental failure: {err}", file=sys.stderr)
+        return codes.EXIT_ENVIRONMENT
     return 0
 
 

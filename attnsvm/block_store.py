@@ -3,7 +3,8 @@
 Layout (also in ``docs/store.md``): dimension ``cell`` (the block's seeds), ``checkpoint``,
 ``example`` (n), ``token`` (T), ``row``/``col`` (d, matrices), ``feature`` (d, data), ``svm``.
 A store is written under a hidden temporary name next to its target and renamed into place
-only when complete, so a killed job never leaves anything that looks finished.
+only when complete, so a killed job never leaves anything that looks finished. Every chunk
+carries a ``crc32c`` checksum and every store a manifest (:mod:`attnsvm.integrity`).
 """
 
 from __future__ import annotations
@@ -19,13 +20,19 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from attnsvm import codes
+from attnsvm.integrity import MANIFEST, load_verified, open_store, write_manifest
+
+__all__ = ["load_verified", "open_block", "write_atomic"]
 from attnsvm.run import LINEAR_SVMS, CellResult
 from attnsvm.variables import annotate
 
 PARTIAL_MARK = codes.PARTIAL_MARK
 STORE_FORMAT = "attnsvm-block-1"
+CHUNK_CODECS = (ZstdCodec(), Crc32cCodec())
+"""Compression, then a CRC-32C checksum of every chunk (zarr checks it on every read)."""
 
 
 def _strings(values: Sequence[str]) -> np.ndarray:
@@ -175,10 +182,18 @@ def _put_gen(put, results: Sequence[CellResult], n: int, T: int, d: int) -> None
 
 
 def failed_block_dataset(
-    cells: Sequence[dict[str, Any]], message: str, attrs: dict[str, Any]
+    cells: Sequence[dict[str, Any]],
+    message: str,
+    attrs: dict[str, Any],
+    failure_kind: str = "reproducible",
 ) -> xr.Dataset:
-    """Store of a block whose worker crashed: every cell ``failed`` with the reason."""
+    """Store of a block whose worker crashed: every cell ``failed`` with the reason.
+
+    ``failure_kind`` (:data:`attnsvm.codes.FAILURE_KINDS`): ``environment`` (disk full, no
+    GPU) is retried by the next run of the workflow, ``reproducible`` stays until forced.
+    """
     from attnsvm import provenance
+    from attnsvm.block import cells_digest
 
     S = len(cells)
     ds = xr.Dataset(
@@ -203,7 +218,9 @@ def failed_block_dataset(
             "format": STORE_FORMAT,
             "block_failed": 1,
             "failure": message,
+            "failure_kind": failure_kind,
             "cells": json.dumps(list(cells)),
+            "cells_digest": cells_digest(cells),
             "versions": provenance.package_versions(),
             "git_commit": provenance.git_commit(),
             "host": provenance.host(),
@@ -216,16 +233,23 @@ def failed_block_dataset(
 def write_atomic(ds: xr.Dataset, path: str | os.PathLike, consolidated: bool = False) -> Path:
     """Write ``ds`` to a Zarr store at ``path``: temporary hidden name, then one rename.
 
-    An existing store at ``path`` is replaced only after the new one is complete.
+    Every chunk gets a CRC-32C checksum (:data:`CHUNK_CODECS`); the manifest
+    (:func:`attnsvm.integrity.write_manifest`) is written last, before the rename. An
+    existing store at ``path`` is replaced only after the new one is complete.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}{PARTIAL_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    encoding = {name: {"compressors": CHUNK_CODECS} for name in ds.variables}
+    ds = ds.copy()
+    for var in ds.variables.values():
+        var.encoding = {}  # e.g. a store read back: its codecs are replaced by CHUNK_CODECS
     try:
         with warnings.catch_warnings():
             # zarr 3 notes that consolidated metadata is not in the v3 spec; xarray reads it
             warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
-            ds.to_zarr(tmp, mode="w", consolidated=consolidated, zarr_format=3)
+            ds.to_zarr(tmp, mode="w", consolidated=consolidated, zarr_format=3, encoding=encoding)
+        write_manifest(tmp, ds.attrs)
         if path.exists():
             old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
             os.replace(path, old)
@@ -242,15 +266,22 @@ def write_atomic(ds: xr.Dataset, path: str | os.PathLike, consolidated: bool = F
 def open_block(path: str | os.PathLike) -> xr.Dataset:
     """Open a finished block store (lazy).
 
-    Snakemake leaves a ``.snakemake_timestamp`` file in directory outputs; zarr warns about
-    the unknown object, which is harmless and silenced here.
+    Snakemake leaves a ``.snakemake_timestamp`` file in directory outputs and every store
+    holds its manifest; zarr warns about these unknown objects, which is harmless and
+    silenced here.
     """
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*snakemake_timestamp.*")
-        return xr.open_zarr(path, consolidated=False)
+    return open_store(path)
 
 
 def is_finished_store(path: str | os.PathLike) -> bool:
-    """A finished store: a directory with zarr metadata, not a hidden temporary one."""
+    """A store that looks finished: a visible directory with zarr metadata and a manifest.
+
+    Cheap (no verification); :func:`attnsvm.integrity.check_block` verifies.
+    """
     p = Path(path)
-    return p.is_dir() and not p.name.startswith(".") and (p / "zarr.json").exists()
+    return (
+        p.is_dir()
+        and not p.name.startswith(".")
+        and (p / "zarr.json").exists()
+        and (p / MANIFEST).exists()
+    )

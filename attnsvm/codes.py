@@ -19,6 +19,16 @@ section 5); -1 where not applicable."""
 
 NOT_APPLICABLE = -1
 
+FAILURE_KINDS = ("environment", "reproducible")
+"""Why a block's worker crashed (attribute ``failure_kind`` of a failed block store).
+environment: the machine, not the block (disk full, CUDA asked for but absent); the next run
+of the workflow retries it. reproducible: anything else (an uncaught error, a segfault, the
+out-of-memory killer); the block stays failed until forced (``--forcerun``)."""
+
+EXIT_ENVIRONMENT = 75
+"""Exit status of a block worker that failed for an environmental reason (sysexits'
+EX_TEMPFAIL)."""
+
 PARTIAL_MARK = ".partial-"
 """Marks a store being written: ``.<name>.zarr.partial-<pid>-<id>`` (hidden, never finished)."""
 

@@ -3,9 +3,11 @@
 Dimensions: the experiment's grid axes (in config order, coordinates = axis values), then
 ``seed``, then per-variable trailing dimensions (``checkpoint``, ``svm``, ``example``,
 ``token``, ``row``, ``col``, ``feature``) padded to the experiment's largest n, T and d.
-Every grid cell is present: a cell whose block has no finished store gets status
-``missing`` and fill values (NaN for floats, -1 for indices, code tables' not-solved /
-not-applicable). See ``docs/store.md``.
+Every grid cell is present: a cell whose block has no store gets status ``missing`` and
+fill values (NaN for floats, -1 for indices, code tables' not-solved / not-applicable).
+Every store read is verified first (manifest, chunk checksums, the cells' digest against the
+plan); a store that does not verify stops the collection with an error naming it, so that
+no damaged or stale value reaches the sweep. See ``docs/store.md``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import warnings
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -21,8 +24,10 @@ import numpy as np
 import xarray as xr
 
 from attnsvm import codes
-from attnsvm.block_store import is_finished_store, open_block, write_atomic
-from attnsvm.grid import Experiment
+from attnsvm.block import cells_digest
+from attnsvm.block_store import is_finished_store, load_verified, write_atomic
+from attnsvm.grid import Block, Experiment
+from attnsvm.integrity import StoreError, clean_stale_partials, stray_entries
 from attnsvm.variables import annotate, fixed_attrs
 
 SWEEP_FORMAT = "attnsvm-sweep-1"
@@ -78,11 +83,24 @@ def _align_svm(var: xr.DataArray, svm_idx: list[int], n_svm: int, fill) -> np.nd
 
 
 def _load(path: str | os.PathLike) -> xr.Dataset:
-    return open_block(path).load()
+    return load_verified(path)
+
+
+def _check_identity(block: Block, path: str | os.PathLike, ds: xr.Dataset) -> None:
+    """Raise :class:`StoreError` unless the (verified) store holds exactly ``block``'s cells."""
+    if (ds.attrs.get("experiment"), ds.attrs.get("block")) != (block.experiment, block.name):
+        found = f"{ds.attrs.get('experiment')!r}/{ds.attrs.get('block')!r}"
+        raise StoreError(path, f"holds block {found}, not {block.name!r}", "foreign")
+    if ds.attrs.get("cells_digest") != cells_digest(block.cells):
+        raise StoreError(path, "its cells differ from the plan's (cells_digest)", "stale")
+    if [int(s) for s in ds["seed"].values] != block.seeds:
+        raise StoreError(path, f"seeds {ds['seed'].values.tolist()} != {block.seeds}")
 
 
 def load_blocks(paths: list, workers: int = 1) -> list[xr.Dataset]:
-    """Finished block stores read into memory, in order; ``workers`` > 1 reads in processes.
+    """Block stores verified and read into memory, in order; ``workers`` > 1 reads in processes.
+
+    Raises :class:`attnsvm.integrity.StoreError` naming the first store that does not verify.
 
     Reading one store costs ~50 ms of Python (zarr's per-array overhead over ~60 arrays),
     so 10^4 blocks take minutes on one core. Workers are forked where the platform allows
@@ -104,6 +122,9 @@ def collect_sweep(
 ) -> xr.Dataset:
     """Sweep Dataset of ``experiment`` from ``{block name: store path}`` (missing allowed).
 
+    A path that does not exist (or is absent from ``block_paths``) gives ``missing`` cells;
+    one that exists is verified and must hold its block's cells, otherwise
+    :class:`attnsvm.integrity.StoreError` names it (nothing is filled in for it).
     ``workers``: processes that read the block stores (:func:`load_blocks`).
     """
     axes = list(experiment.axes)
@@ -115,10 +136,11 @@ def collect_sweep(
     found = [
         (block, block_paths[block.name])
         for block in experiment.blocks()
-        if block.name in block_paths and is_finished_store(block_paths[block.name])
+        if block.name in block_paths and os.path.lexists(block_paths[block.name])
     ]
     stores = load_blocks([path for _, path in found], workers)
-    for (block, _), ds in zip(found, stores, strict=True):
+    for (block, path), ds in zip(found, stores, strict=True):
+        _check_identity(block, path, ds)
         idx = tuple(axis_pos[k][repr(v)] for k, v in block.point)
         loaded.append((idx, [seed_pos[int(s)] for s in ds["seed"].values], ds))
         provenance[block.name] = {
@@ -194,7 +216,8 @@ def collect_sweep(
 
 
 def block_paths_in(blocks_dir: str | os.PathLike) -> dict[str, Path]:
-    """Finished block stores in a directory, by block name (temporary stores ignored)."""
+    """Block stores in a directory that look finished, by block name (not verified;
+    temporary stores ignored)."""
     d = Path(blocks_dir)
     if not d.is_dir():
         return {}
@@ -204,6 +227,16 @@ def block_paths_in(blocks_dir: str | os.PathLike) -> dict[str, Path]:
 def write_sweep(
     experiment: Experiment, blocks_dir: str | os.PathLike, out: str | os.PathLike
 ) -> Path:
-    """Collect ``blocks_dir`` into the consolidated sweep store at ``out`` (atomic)."""
-    ds = collect_sweep(experiment, block_paths_in(blocks_dir))
-    return write_atomic(ds, out, consolidated=True)
+    """Collect ``blocks_dir`` into the consolidated sweep store at ``out`` (atomic).
+
+    Every visible ``*.zarr`` entry named after a block of ``experiment`` is verified; other
+    entries are ignored with a warning.
+    """
+    d = Path(blocks_dir)
+    entries = [p for p in d.iterdir() if not p.name.startswith(".")] if d.is_dir() else []
+    paths = {p.name.removesuffix(".zarr"): p for p in entries if p.suffix == ".zarr"}
+    stray = stray_entries(d, {b.name for b in experiment.blocks()})
+    if stray:
+        warnings.warn(f"ignored, no block of the plan: {[str(p) for p in stray]}", stacklevel=2)
+    clean_stale_partials(out)
+    return write_atomic(collect_sweep(experiment, paths), out, consolidated=True)

@@ -9,8 +9,9 @@ import torch
 
 DEVICES = ("auto", "cpu", "cuda")
 #: exit status of a block worker (``python -m attnsvm.block``) whose device is not available
-#: (sysexits' EX_TEMPFAIL: the job may succeed on another machine)
-EXIT_DEVICE_UNAVAILABLE = 75
+#: (sysexits' EX_UNAVAILABLE; :func:`attnsvm.job.run_job` raises, stores nothing, and the next
+#: run retries the block: an environmental failure, as ``codes.EXIT_ENVIRONMENT`` (75) is)
+EXIT_DEVICE_UNAVAILABLE = 69
 
 
 class DeviceUnavailableError(RuntimeError):

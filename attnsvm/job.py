@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -23,18 +22,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attnsvm.codes import PARTIAL_MARK
+from attnsvm import codes
+from attnsvm.block import FAULT_ENV
+from attnsvm.integrity import clean_stale_partials
 
 logger = logging.getLogger(__name__)
 
 RUNNING_SUFFIX = ".running"
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-FAULT_ENV = "ATTNSVM_FAULT_INJECT"
-"""Fault injection for tests: ``kill:<substring>`` makes the worker of every block whose name
-contains the substring SIGKILL itself before computing (as the out-of-memory killer would)."""
+__all__ = ["FAULT_ENV", "clean_stale_partials", "claim_path", "run_job"]
 
 
 def _describe_exit(code: int) -> str:
+    if code == codes.EXIT_ENVIRONMENT:
+        return "environmental failure (retried by the next run of the workflow)"
     if code < 0:
         try:
             name = signal.Signals(-code).name
@@ -43,12 +44,6 @@ def _describe_exit(code: int) -> str:
         hint = " (the out-of-memory killer sends SIGKILL)" if -code == signal.SIGKILL else ""
         return f"worker killed by {name}{hint}"
     return f"worker exited with status {code}"
-
-
-def clean_stale_partials(out: Path) -> None:
-    """Remove temporary stores that an earlier, killed attempt at ``out`` left behind."""
-    for p in out.parent.glob(f".{out.name}{PARTIAL_MARK}*"):
-        shutil.rmtree(p, ignore_errors=True)
 
 
 def _log_tail(path: str | None, lines: int = 15) -> str:
@@ -165,7 +160,7 @@ def _run(
     print(f"attnsvm: {message}", file=sys.stderr)
     from attnsvm.block_store import failed_block_dataset, write_atomic
 
+    kind = "environment" if code == codes.EXIT_ENVIRONMENT else "reproducible"
     clean_stale_partials(out)
-    return write_atomic(
-        failed_block_dataset(cells, message, {"experiment": experiment, "block": block}), out
-    )
+    attrs = {"experiment": experiment, "block": block}
+    return write_atomic(failed_block_dataset(cells, message, attrs, kind), out)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from attnsvm import codes
+from attnsvm.integrity import check_block
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -201,11 +202,17 @@ def _store_info(p: Path) -> tuple[float, dict[str, int], bool, tuple[float, floa
     )
 
 
-def scan_experiment(exp_dir: Path, plan: dict[str, int] | None = None) -> dict:
+def scan_experiment(
+    exp_dir: Path, plan: dict[str, int] | None = None, digests: dict[str, str] | None = None
+) -> dict:
     """Blocks done / running / failed / missing, cells by status and measured job times.
 
     ``plan``: planned blocks of the experiment ``{name: number of cells}`` (from the config);
     without it only what is on disk is known and missing blocks cannot be counted.
+    ``digests``: the planned blocks' cells digests; a store holding other cells is stale.
+    Only verified stores count (:func:`attnsvm.integrity.check_block`); the others are
+    listed in ``blocks_unfinished`` (path, state: damaged / stale / foreign / retry, reason)
+    and count as missing; entries that are no planned block are listed in ``ignored``.
     ``jobs`` holds ``{block: [start, end]}`` (Unix times) of the finished block jobs whose
     store records its job's start; :func:`estimate_remaining` turns them into a time left.
     """
@@ -217,6 +224,8 @@ def scan_experiment(exp_dir: Path, plan: dict[str, int] | None = None) -> dict:
     running: list[str] = []
     killed: list[str] = []
     cells = {s: 0 for s in codes.CELL_STATUS}
+    unfinished: list[dict[str, str]] = []
+    ignored: list[str] = []
     if blocks_dir.is_dir():
         with os.scandir(blocks_dir) as it:
             entries = sorted(it, key=lambda e: e.name)
@@ -231,14 +240,22 @@ def scan_experiment(exp_dir: Path, plan: dict[str, int] | None = None) -> dict:
                         running_since[name] = started
                 else:
                     killed.append(name)
-            elif not e.name.startswith(".") and e.name.endswith(".zarr"):
+            elif not e.name.startswith("."):
                 name = e.name.removesuffix(".zarr")
-                if plan is not None and name not in plan:
-                    continue  # not part of this config: neither done nor counted
-                try:
-                    sec, counts, crashed, job = _store_info(p)
-                except (OSError, ValueError, KeyError):
-                    continue  # unreadable or unfinished: counted as missing below
+                if p.suffix != ".zarr" or (plan is not None and name not in plan):
+                    ignored.append(str(p))  # not part of this config: neither done nor counted
+                    continue
+                chk = check_block(p, exp_dir.name, name, (digests or {}).get(name))
+                if chk.finished:
+                    try:
+                        sec, counts, crashed, job = _store_info(p)
+                    except Exception as err:  # verified, yet its metadata cannot be read
+                        chk = type(chk)(p, "damaged", f"cannot be read: {err}")
+                if not chk.finished:
+                    unfinished.append(
+                        {"block": name, "path": str(p), "state": chk.state, "reason": chk.reason}
+                    )
+                    continue
                 done[name] = sec
                 if job is not None:
                     jobs[name] = list(job)
@@ -261,6 +278,8 @@ def scan_experiment(exp_dir: Path, plan: dict[str, int] | None = None) -> dict:
         "blocks_failed": sorted(failed_blocks),
         "blocks_missing": len(missing),
         "missing": missing,
+        "blocks_unfinished": unfinished,
+        "ignored": ignored,
         "cells": cells,
         "mean_block_seconds": float(np.mean(secs)) if secs else float("nan"),
         "jobs": jobs,
@@ -481,8 +500,10 @@ def sweep_status(
         )
         order = list(plans or {})  # config order first, then what else is on disk
         exps = {n: root / n for n in order + sorted(names - set(order))}
+    digests = {e: plan.block_digests(e) for e in plan.experiments} if plan is not None else {}
     report = {
-        n: scan_experiment(d, None if plans is None else plans.get(n, {})) for n, d in exps.items()
+        n: scan_experiment(d, None if plans is None else plans.get(n, {}), digests.get(n))
+        for n, d in exps.items()
     }
     overall = None
     if plan is not None:
@@ -543,6 +564,11 @@ def print_status(
         print("  cells: " + ", ".join(f"{k} {v}" for k, v in r["cells"].items()))
         if eta:
             print(f"  remaining: ~{_fmt_seconds(eta)} of wall time (its share of the sweep)")
+        for u in r["blocks_unfinished"]:
+            print(f"  {u['state']} block store (recomputed by the next run): {u['path']}")
+            print(f"    {u['reason']}")
+        if r["ignored"]:
+            print(f"  ignored, no block of the plan: {', '.join(r['ignored'][:5])}")
         if r["blocks_failed"]:
             print(
                 "  crashed blocks (rerun with --forcerun on their paths; list them with "

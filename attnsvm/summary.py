@@ -86,11 +86,18 @@ def summarize(sweep: xr.Dataset) -> xr.Dataset:
 
 
 def write_summary(sweep_path: str | os.PathLike, out: str | os.PathLike) -> Path:
-    """Summarize the sweep store at ``sweep_path`` into a NetCDF file at ``out`` (atomic)."""
-    sweep = xr.open_zarr(sweep_path).load()
-    ds = summarize(sweep)
+    """Summarize the sweep store at ``sweep_path`` into a NetCDF file at ``out`` (atomic).
+
+    The sweep is verified first (:func:`attnsvm.integrity.load_verified`): a damaged sweep
+    stops with an error naming it.
+    """
+    from attnsvm.integrity import clean_stale_partials, load_verified
+
     out = Path(out)
-    tmp = out.with_name(f".{out.name}.partial-{socket.gethostname()}-{os.getpid()}")
+    clean_stale_partials(out)  # of a killed earlier attempt
+    sweep = load_verified(sweep_path)
+    ds = summarize(sweep)
+    tmp = out.with_name(f".{out.name}{codes.PARTIAL_MARK}{socket.gethostname()}-{os.getpid()}")
     ds.to_netcdf(tmp)
     os.replace(tmp, out)
     return out

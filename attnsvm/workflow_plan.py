@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,52 @@ class Plan:
 
     def block_paths(self, exp: str) -> list[str]:
         return [self.paths.block(exp, b) for b in self._blocks[exp]]
+
+    def block_digests(self, exp: str) -> dict[str, str]:
+        """``{block: digest of its cells}``: what a finished store of each block must hold."""
+        from attnsvm.block import cells_digest
+
+        return {name: cells_digest(b.cells) for name, b in self._blocks[exp].items()}
+
+    def repair(self, dry_run: bool = False) -> list[str]:
+        """Prepare the results for a run: every block store that is not finished is missing.
+
+        Damaged, stale or foreign block stores are moved into ``<experiment>/quarantine/``,
+        stores of blocks that failed for an environmental reason are removed, so that the
+        workflow recomputes those blocks (:func:`attnsvm.integrity.repair_blocks`); a sweep
+        store that does not verify or lacks a block store is removed with its summary (they
+        are rebuilt; Snakemake would not rerun collect otherwise). Returns the warnings,
+        each naming a path; ``dry_run`` only reports.
+        """
+        from attnsvm.integrity import StoreError, repair_blocks, verify_store
+
+        out = []
+        for exp in self.experiments:
+            blocks_dir = Path(self.paths.blocks_dir(exp))
+            found, redo = repair_blocks(blocks_dir, exp, self.block_digests(exp), dry_run)
+            out += found
+            sweep, summary = Path(self.paths.sweep(exp)), Path(self.paths.summary(exp))
+            if not sweep.exists():
+                continue
+            # Snakemake recomputes a missing block only for a job that needs it, and reruns
+            # no job for a missing intermediate output (the sweep) while its final outputs
+            # are up to date: sweep and summary go, so collect and its successors rerun
+            redo_paths = {Path(p) for p in redo}
+            absent = [
+                p for p in self.block_paths(exp) if Path(p) in redo_paths or not Path(p).exists()
+            ]
+            why = f"lacks {len(absent)} block store(s), e.g. {absent[0]}" if absent else ""
+            try:
+                verify_store(sweep)
+            except StoreError as err:
+                why = why or err.reason
+            if why:
+                if not dry_run:
+                    shutil.rmtree(sweep)
+                    summary.unlink(missing_ok=True)
+                action = "will be rebuilt" if dry_run else "removed with its summary, rebuilt"
+                out.append(f"sweep store {sweep} {why}: {action}")
+        return out
 
     def experiment_config(self, exp: str) -> str:
         """The experiment's settings as canonical JSON (a change reruns the collect job)."""
@@ -227,7 +274,9 @@ def collect_experiment(
     """Workflow entry point of the collect rule (see :func:`attnsvm.collect.collect_sweep`)."""
     from attnsvm.block_store import write_atomic
     from attnsvm.collect import collect_sweep
+    from attnsvm.integrity import clean_stale_partials
 
+    clean_stale_partials(out)  # of a killed earlier attempt
     exp = experiment_from_json(settings_json)
     paths = {Path(p).name.removesuffix(".zarr"): p for p in block_stores}
     unknown = sorted(set(paths) - {b.name for b in exp.blocks()})

@@ -51,6 +51,7 @@ def test_crashed_worker_is_recorded_as_failed_cells(tmp_path, monkeypatch):
         paths[b.name] = run_job(
             [c.to_dict() for c in b.cells],
             tmp_path / "x" / "blocks" / f"{b.name}.zarr",
+            experiment="x",  # collect and status check that a store holds its own block
             block=b.name,
             device="cpu",
         )

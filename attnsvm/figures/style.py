@@ -311,11 +311,17 @@ def footer_lines(text: str) -> int:
 
 # ----------------------------------------------------------------------------- saving
 def save(fig, pdf_path, png_path) -> None:
-    """Write the PDF (vector) and PNG (dpi 200), each to a temporary name then ``os.replace``."""
+    """Write the PDF (vector) and PNG (dpi 200), each to a temporary name then ``os.replace``.
+
+    Temporary files left by a killed earlier attempt are removed first.
+    """
+    from attnsvm.integrity import clean_stale_partials
+
     for path, fmt, kw in ((pdf_path, "pdf", {}), (png_path, "png", {"dpi": PNG_DPI})):
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+        clean_stale_partials(path)
+        tmp = path.with_name(f".{path.name}{codes.PARTIAL_MARK}{os.getpid()}")
         try:
             fig.savefig(tmp, format=fmt, **kw)
             os.replace(tmp, path)

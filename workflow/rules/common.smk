@@ -20,6 +20,11 @@ validate(config, "../schemas/config.schema.yaml")
 if workflow.is_main_process:
     for warning in PLAN.cost_warnings(workflow.local_exec, workflow._cores):
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
+    # unfinished block stores (damaged, stale, foreign, environmental crash) become missing,
+    # so that Snakemake recomputes them (docs/store.md, "Integrity")
+    dry_run = getattr(workflow.output_settings, "dryrun", False)
+    for warning in PLAN.repair(dry_run=dry_run):
+        print(f"attnsvm: warning: {warning}", file=sys.stderr)
 
 RESULTS = PLAN.results
 

@@ -33,7 +33,9 @@ rule collect:
     priority: results_priority
     conda:
         "../envs/attnsvm.yaml"
-    threads: 8  # block stores read in parallel; capped at --cores when run locally
+    # block stores are read by up to `threads` processes (from 100 stores per process on);
+    # 2 fits any node (the SLURM profile sets it), more only pays for thousands of blocks
+    threads: 2
     params:
         experiment=experiment_settings,
         version=attnsvm.__version__,
