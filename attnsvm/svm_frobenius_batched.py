@@ -30,6 +30,11 @@ shape (N rows, d) is stacked and solved together:
    most ``GAP_TOL``. A certified W then passes the per-instance route's own certificate
    (:func:`attnsvm.svm_frobenius.certificate` with the polished multipliers: violation
    ``<= VERIFY_TOL`` and certified gap ``<= svm_frobenius.GAP_TOL``) before it is ``optimal``.
+   Where the support cut's answer is not certified, the pivoting's own answer on its free set
+   (what the per-instance NNLS finds) is tried instead: on nearly infeasible SVMs (cond(G)
+   ~ 1e12) the multipliers below the cut are real. An answer that misses the batched
+   certificate gets the per-instance route's polish on the active set (``polish_active``),
+   as that route's NNLS answer does; only those instances pay for it.
 4. **Fallback.** Every instance that is not routed here, whose pivoting does not converge in
    ``MAX_PIVOTS`` iterations, or whose answer is not certified, is solved by
    :func:`~attnsvm.svm_frobenius.solve_frobenius`, so no answer is less exact than today's.
@@ -40,6 +45,7 @@ Works on any torch device (float64 throughout; the certificate needs it).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Sequence
 
@@ -233,16 +239,36 @@ def certify(left, right, b, G, lam, free=None):
     and the relative duality gap ``(||W|| - b^T mu / ||G(mu)||) / ||W||`` (weak duality, as
     :func:`attnsvm.svm_frobenius.lower_bound`) is at most ``GAP_TOL``.
     Where ``free`` (the set ``lam`` was solved on) equals the support,
-    ``lam`` already is that solution and is not solved again.
+    ``lam`` already is that solution and is not solved again. Where it does not and the cut
+    answer is not certified, ``lam`` itself (the pivoting's exact solution on ``free``) is
+    certified instead: on an ill-conditioned G (a nearly infeasible SVM, cond(G) ~ 1e12) the
+    multipliers below the cut are real, and dropping them can leave rows violated (then even
+    negative), while ``lam`` is the answer the per-instance route's NNLS finds.
     """
     top = lam.amax(dim=1)
     finite = torch.isfinite(lam).all(dim=1) & (top > 0)
     support = lam > SUPPORT_TOL * top[:, None]
     mu, ok = lam.clone(), finite.clone()
-    redo = torch.ones_like(finite) if free is None else (support != free).any(dim=1)
-    redo = torch.nonzero(redo & finite).squeeze(1)
+    cut = torch.ones_like(finite) if free is None else (support != free).any(dim=1)
+    redo = torch.nonzero(cut & finite).squeeze(1)
     if redo.numel():
         mu[redo], ok[redo] = _solve_free(G[redo], b[redo], support[redo])
+    W, mu, certified = _certify_multipliers(left, right, b, mu, ok)
+    if free is not None:
+        retry = torch.nonzero(cut & finite & ~certified).squeeze(1)
+        if retry.numel():
+            W[retry], mu[retry], certified[retry] = _certify_multipliers(
+                left[retry], right[retry], b[retry], lam[retry], finite[retry]
+            )
+    return W, mu, certified
+
+
+def _certify_multipliers(left, right, b, mu, ok):
+    """``(W, mu clipped to >= 0, certified)`` for multipliers mu (the checks of :func:`certify`).
+
+    W is scaled onto the feasible set where every row value is positive; elsewhere it is left
+    as ``sum_k mu_k left_k right_k^T`` (finite, for the per-instance polish to start from).
+    """
     mu_top = mu.amax(dim=1).clamp_min(1.0)
     signs = mu.amin(dim=1) >= -KKT_TOL * mu_top
     mu = mu.clamp_min(0.0)
@@ -251,14 +277,15 @@ def certify(left, right, b, G, lam, free=None):
     # scaled onto the feasible set, as the per-instance certificate does (``scale_onto``: every
     # batched row is an inequality with rhs > 0, so W / min_k (values_k / b_k) is feasible)
     ratio = (torch.einsum("bkd,bde,bke->bk", left, W, right) / b).amin(dim=1)
+    scalable = torch.isfinite(ratio) & (ratio > 0)
     lifted = torch.linalg.matrix_norm(W)  # ||G(mu)||_F: weak duality bound b^T mu / ||G(mu)||
-    W = W / ratio.clamp_min(tiny)[:, None, None]
+    W = W / torch.where(scalable, ratio.clamp_min(tiny), 1.0)[:, None, None]
     values = torch.einsum("bkd,bde,bke->bk", left, W, right)
     viol = ((b - values).clamp_min(0.0) / b.abs().clamp_min(1.0)).amax(dim=1)
     norm = torch.linalg.matrix_norm(W)
     bound = (b * mu).sum(dim=1) / lifted.clamp_min(tiny)
     gap = (norm - bound).abs() / norm.clamp_min(tiny)
-    certified = finite & ok & signs & (ratio > 0) & (viol <= KKT_TOL) & (gap <= GAP_TOL)
+    certified = ok & signs & scalable & (viol <= KKT_TOL) & (gap <= GAP_TOL)
     return W, mu, certified & torch.isfinite(W).all(dim=(1, 2))
 
 
@@ -309,13 +336,19 @@ def _certified_result(
     after the per-instance route's polish on the active set (``polish_active``, as that route
     does with its NNLS answer); None when neither is certified (the caller falls back)."""
     tries = [(W0, mu, "polished")] if certified else []
-    tries += [(W, lam, "polished on the active set") for W, lam in polish_active(cons, W0)]
-    for W, lam, how in tries:
+    for W, lam, how in itertools.chain(tries, _polished(cons, W0)):
         W, viol, gap = certificate(cons, W, lam)
         if viol <= VERIFY_TOL and gap <= CERTIFIED_GAP_TOL:
             msg = f"{SOLVER}, {how}: violation {viol:.1e}, certified gap {gap:.1e}"
             return SVMResult(W, "optimal", float(np.linalg.norm(W)), SOLVER, 0.0, msg)
     return None
+
+
+def _polished(cons: Constraints, W0: np.ndarray):
+    """``polish_active``'s candidates, computed only when asked for (it costs ~ms an instance:
+    only the answers that :func:`certify` did not certify need it)."""
+    for W, lam in polish_active(cons, W0):
+        yield W, lam, "polished on the active set"
 
 
 def solve_frobenius_batched(

@@ -112,6 +112,27 @@ def test_nearly_infeasible_and_infeasible_instances(eps):
     assert stats.fallback == len(conss) - stats.certified
 
 
+def test_support_cut_keeps_the_free_set_answer_on_ill_conditioned_duals():
+    """Nearly infeasible SVMs (cond(G) ~ 1e12): the multipliers below the support cut are real;
+    dropping them leaves rows violated (even negative), so certify falls back to the pivoting's
+    own answer on its free set, whose W is finite and certified after the active-set polish."""
+    rng = np.random.default_rng(5)
+    conss = [_nearly_infeasible(rng, 6, 8, 10, 1e-5) for _ in range(20)]
+    t = {k: torch.as_tensor(np.stack([getattr(c, k) for c in conss])) for k in ("left", "right")}
+    b = torch.as_tensor(np.stack([c.rhs for c in conss]))
+    G = SB.gram_batched(t["left"], t["right"])
+    pd, chol = SB.positive_definite(G)
+    lam, free, done, _ = SB.block_principal_pivoting(G, b, chol=chol)
+    assert bool(pd.all()) and bool(done.all())
+    cut = lam > SB.SUPPORT_TOL * lam.amax(dim=1, keepdim=True)
+    assert bool((cut != free).any())  # the cut drops multipliers the pivoting kept
+    W, mu, certified = SB.certify(t["left"], t["right"], b, G, lam, free)
+    assert bool(torch.isfinite(W).all())
+    for c, Wk, muk, ok in zip(conss, W.numpy(), mu.numpy(), certified.numpy(), strict=True):
+        res = SB._certified_result(c, Wk, muk, bool(ok))
+        assert res is not None and res.solved and violation(c, res.W) <= SB.KKT_TOL
+
+
 def test_uncertified_answers_fall_back_to_the_per_instance_route(monkeypatch):
     rng = np.random.default_rng(3)
     conss = [_random(rng, 6, 8, 10) for _ in range(40)]
