@@ -441,6 +441,14 @@ _PRIMAL_ROUTES = (
 )
 
 
+def _as_is_then_polished(cons: Constraints, W0: np.ndarray, lam0, note: str):
+    """A route's answer as it is, then (lazily: several least-squares solves, needed only
+    when the first misses the certificate) its :func:`polish_active` candidates."""
+    yield W0, lam0, note
+    for W, lam in polish_active(cons, W0):
+        yield W, lam, f"{note}, polished on the active set"
+
+
 def _solve_routes(cons: Constraints, routes, t0: float) -> SVMResult:
     """Run the routes in order until one answer is certified (module docstring).
 
@@ -467,11 +475,7 @@ def _solve_routes(cons: Constraints, routes, t0: float) -> SVMResult:
             if not np.all(np.isfinite(W0)):
                 notes.append(f"{name} ({note}): non-finite answer")
                 continue
-            tries = [(W0, lam0, note)] + [
-                (W, lam, f"{note}, polished on the active set")
-                for W, lam in polish_active(cons, W0)
-            ]
-            for W, lam, how in tries:
+            for W, lam, how in _as_is_then_polished(cons, W0, lam0, note):
                 W, viol, gap = certificate(cons, W, lam)
                 if viol <= VERIFY_TOL and gap <= GAP_TOL:
                     notes.append(f"{how}: violation {viol:.1e}, certified gap {gap:.1e}")
