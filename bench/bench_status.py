@@ -120,6 +120,8 @@ def scale(blocks: int) -> float:
             }
         },
     }
+    from attnsvm.block import cells_digest
+    from attnsvm.integrity import write_manifest
     from attnsvm.status import _plan
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -142,6 +144,8 @@ def scale(blocks: int) -> float:
             }
             (p / "zarr.json").write_text(json.dumps({"attributes": attrs, "node_type": "group"}))
             os.utime(p / "zarr.json", (now - 3600 + i + 2, now - 3600 + i + 2))
+            digest = cells_digest(b.cells)  # a verifiable manifest, as every finished store has
+            write_manifest(p, {"experiment": "big", "block": name, "cells_digest": digest})
         cmd = [sys.executable, "-m", "attnsvm.cli", "status", "--configfile", "c.yaml"]
         t0 = time.perf_counter()
         out = subprocess.run(cmd, cwd=wd, capture_output=True, text=True, check=True)

@@ -194,7 +194,8 @@ def test_new_figures_render_from_tiny_pipeline(tmp_path):
         exp = parse_experiment(f"t_{fig}", {**raw, "seeds": 2, "figures": [fig]}, 64)
         paths = {}
         for b in exp.blocks():
-            paths[b.name] = run_block(b.cells, tmp_path / fig / f"{b.name}.zarr", device="cpu")
+            out = tmp_path / fig / f"{b.name}.zarr"
+            paths[b.name] = run_block(b.cells, out, experiment=exp.name, block=b.name, device="cpu")
         sweep = collect_sweep(exp, paths)
         summary = summarize(sweep)
         pdf, png = tmp_path / f"{fig}.pdf", tmp_path / f"{fig}.png"

@@ -36,7 +36,9 @@ def runs(tmp_path_factory):
             name, {**raw, "grid": {"param": ["W", "KQ"]}, "seeds": 2, "figures": ["e2"]}, 64
         )
         paths = {
-            b.name: run_block(list(b.cells), tmp / f"{b.name}.zarr", device="cpu")
+            b.name: run_block(
+                list(b.cells), tmp / f"{b.name}.zarr", experiment=name, block=b.name, device="cpu"
+            )
             for b in exp.blocks()
         }
         sweep = collect_sweep(exp, paths)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from attnsvm.integrity import write_manifest
 from attnsvm.status import (
     RESULT_JOB_SECONDS,
     _max_overlap,
@@ -27,7 +28,9 @@ CONFIG = {
 }
 
 
-def _fake_store(blocks_dir: Path, name: str, started: float | None, end: float, ok: int) -> None:
+def _fake_store(
+    blocks_dir: Path, name: str, started: float | None, end: float, ok: int, digest: str = ""
+) -> None:
     """A finished block store as far as status reads it: its zarr.json."""
     import os
 
@@ -38,6 +41,8 @@ def _fake_store(blocks_dir: Path, name: str, started: float | None, end: float, 
         attrs["job_started"] = started
     (p / "zarr.json").write_text(json.dumps({"attributes": attrs, "node_type": "group"}))
     os.utime(p / "zarr.json", (end, end))
+    # its manifest, as every finished store has (attnsvm.integrity): status counts verified stores
+    write_manifest(p, {"experiment": blocks_dir.parent.name, "block": name, "cells_digest": digest})
 
 
 def test_union_length_leaves_idle_gaps_out():
@@ -111,7 +116,8 @@ def test_status_defaults_to_config_config_yaml_and_prints_an_overall_line(tmp_pa
     write_config(tmp_path / "config" / "config.yaml", CONFIG)
     plan = Plan.from_config(CONFIG)
     a_blocks = list(plan.blocks("a"))
-    _fake_store(tmp_path / "results" / "a" / "blocks", a_blocks[0], 1000.0, 1012.0, ok=1)
+    digest = plan.block_digests("a")[a_blocks[0]]
+    _fake_store(tmp_path / "results" / "a" / "blocks", a_blocks[0], 1000.0, 1012.0, 1, digest)
     cmd = [sys.executable, "-m", "attnsvm.cli", "status"]
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
