@@ -233,7 +233,8 @@ def failed_block_dataset(
 def write_atomic(ds: xr.Dataset, path: str | os.PathLike, consolidated: bool = False) -> Path:
     """Write ``ds`` to a Zarr store at ``path``: temporary hidden name, then one rename.
 
-    Every chunk gets a CRC-32C checksum (:data:`CHUNK_CODECS`); the manifest
+    Every chunk is written (also one equal to the fill value) with a CRC-32C checksum
+    (:data:`CHUNK_CODECS`); the manifest
     (:func:`attnsvm.integrity.write_manifest`) is written last, before the rename. An
     existing store at ``path`` is replaced only after the new one is complete.
     """
@@ -248,7 +249,17 @@ def write_atomic(ds: xr.Dataset, path: str | os.PathLike, consolidated: bool = F
         with warnings.catch_warnings():
             # zarr 3 notes that consolidated metadata is not in the v3 spec; xarray reads it
             warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
-            ds.to_zarr(tmp, mode="w", consolidated=consolidated, zarr_format=3, encoding=encoding)
+            # every chunk written, also one that equals the fill value (e.g. convergence code 0,
+            # "global", in every cell): each chunk then exists, carries its checksum and is
+            # listed in the manifest, so a deleted chunk is never read as the fill value
+            ds.to_zarr(
+                tmp,
+                mode="w",
+                consolidated=consolidated,
+                zarr_format=3,
+                encoding=encoding,
+                write_empty_chunks=True,
+            )
         write_manifest(tmp, ds.attrs)
         if path.exists():
             old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
