@@ -39,6 +39,36 @@ def _strings(values: Sequence[str]) -> np.ndarray:
     return np.array(list(values), dtype=object)
 
 
+def fill_value(name: str, dtype: np.dtype):
+    """Value of ``name`` where it has no data: a cell or grid point without a result, or the
+    padding of a smaller n, T or d (status tables' not-solved / missing codes, NaN, -1)."""
+    if name == "status":
+        return codes.CELL_STATUS.index("missing")
+    if name in ("svm_status", "gen_status"):
+        return codes.SVM_STATUS.index("not_solved")
+    if name in ("convergence", "convergence_strict"):
+        return codes.NOT_APPLICABLE
+    if dtype.kind in "iu":
+        return -1
+    if dtype.kind == "O":
+        return ""
+    return np.nan
+
+
+def stack_padded(name: str, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.stack`` of per-cell arrays, each padded with :func:`fill_value` to the largest
+    shape (cells of a packed block may differ in n, T and d; otherwise a plain stack)."""
+    arrays = [np.asarray(a) for a in arrays]
+    shape = tuple(max(sizes) for sizes in zip(*(a.shape for a in arrays), strict=True))
+    if all(a.shape == shape for a in arrays):
+        return np.stack(arrays)
+    dtype = np.result_type(*arrays)
+    out = np.full((len(arrays), *shape), fill_value(name, dtype), dtype=dtype)
+    for i, a in enumerate(arrays):
+        out[(i, *(slice(0, k) for k in a.shape))] = a
+    return out
+
+
 def _union(dicts: Sequence[dict]) -> list[str]:
     keys: list[str] = []
     for d in dicts:
@@ -47,10 +77,14 @@ def _union(dicts: Sequence[dict]) -> list[str]:
 
 
 def results_to_dataset(results: Sequence[CellResult], attrs: dict[str, Any]) -> xr.Dataset:
-    """Stack the results of one block (same shape, different seeds) into a Dataset."""
+    """Stack the results of one block into a Dataset (docs/store.md).
+
+    The cells of a packed block may differ in n, T and d: their arrays are padded to the
+    block's largest sizes with :func:`fill_value`, as the collected sweep pads them.
+    """
     r0 = results[0]
     S = len(results)
-    n, T, d = r0.cell.n, r0.cell.T, r0.cell.d
+    n, T, d = (max(getattr(r.cell, k) for r in results) for k in ("n", "T", "d"))
     svms = list(LINEAR_SVMS) if r0.cell.head == "linear" else ["fro_alpha", "fro_opt"]
     V = {}
 
@@ -86,20 +120,26 @@ def results_to_dataset(results: Sequence[CellResult], attrs: dict[str, Any]) -> 
         ),
     )
     # data (SCIENCE.md section 1)
-    put("X", ("cell", "example", "token", "feature"), np.stack([r.data.X for r in results]))
-    put("Y", ("cell", "example"), np.stack([r.data.Y for r in results]))
-    put("Z", ("cell", "example", "feature"), np.stack([r.data.Z for r in results]))
-    put("v", ("cell", "feature"), np.stack([r.data.v for r in results]))
+    put(
+        "X", ("cell", "example", "token", "feature"), stack_padded("X", [r.data.X for r in results])
+    )
+    put("Y", ("cell", "example"), stack_padded("Y", [r.data.Y for r in results]))
+    put("Z", ("cell", "example", "feature"), stack_padded("Z", [r.data.Z for r in results]))
+    put("v", ("cell", "feature"), stack_padded("v", [r.data.v for r in results]))
     if r0.data.V is not None:
-        put("V", ("cell", "feature", "feature2"), np.stack([r.data.V for r in results]))
-    put("alpha", ("cell", "example"), np.stack([r.alpha for r in results]).astype(np.int16))
-    put("opt", ("cell", "example"), np.stack([r.opt for r in results]).astype(np.int16))
+        put("V", ("cell", "feature", "feature2"), stack_padded("V", [r.data.V for r in results]))
+    put(
+        "alpha",
+        ("cell", "example"),
+        stack_padded("alpha", [r.alpha for r in results]).astype(np.int16),
+    )
+    put("opt", ("cell", "example"), stack_padded("opt", [r.opt for r in results]).astype(np.int16))
     # trajectory (SCIENCE.md section 3)
-    put("W", ("cell", "checkpoint", "row", "col"), np.stack([r.W for r in results]))
+    put("W", ("cell", "checkpoint", "row", "col"), stack_padded("W", [r.W for r in results]))
     put(
         "softmax",
         ("cell", "checkpoint", "example", "token"),
-        np.stack([r.softmax for r in results]),
+        stack_padded("softmax", [r.softmax for r in results]),
     )
     # SVMs (section 4)
     sw = np.full((S, len(svms), d, d), np.nan)
@@ -114,7 +154,7 @@ def results_to_dataset(results: Sequence[CellResult], attrs: dict[str, Any]) -> 
             sst[i, j] = codes.encode(res.status, codes.SVM_STATUS)
             sobj[i, j], ssec[i, j], ssolver[i, j] = res.objective, res.seconds, res.solver
             if res.W is not None:
-                sw[i, j] = res.W
+                sw[(i, j, *(slice(0, k) for k in res.W.shape))] = res.W
     put("svm_W", ("cell", "svm", "row", "col"), sw)
     put("svm_status", ("cell", "svm"), sst, **codes.flag_attrs(codes.SVM_STATUS))
     put("svm_objective", ("cell", "svm"), sobj)
@@ -149,10 +189,11 @@ def results_to_dataset(results: Sequence[CellResult], attrs: dict[str, Any]) -> 
 def _put_gen(put, results: Sequence[CellResult], n: int, T: int, d: int) -> None:
     S = len(results)
     mats = {k: np.full((S, d, d), np.nan) for k in ("gen_W_mm_gen", "gen_W_fin", "gen_W_svmeq")}
-    rel = np.zeros((S, n, T), np.int8)
+    rel = np.full((S, n, T), fill_value("gen_relevant", np.dtype(np.int8)), np.int8)
     C = np.full(S, np.nan)
     st = np.full((S, 2), codes.SVM_STATUS.index("not_solved"), np.int8)
     for i, r in enumerate(results):
+        rel[i, : r.cell.n, : r.cell.T] = 0  # padding (packed blocks) keeps the fill value
         g = r.gen
         if g is None:
             continue
@@ -162,8 +203,9 @@ def _put_gen(put, results: Sequence[CellResult], n: int, T: int, d: int) -> None
             ("gen_W_svmeq", g.svmeq),
         ):
             if W is not None:
-                mats[key][i] = W
-        rel[i], C[i] = g.relevant, g.C
+                mats[key][(i, *(slice(0, k) for k in W.shape))] = W
+        rel[(i, *(slice(0, k) for k in g.relevant.shape))] = g.relevant
+        C[i] = g.C
         st[i] = [
             codes.encode(g.mm_gen.status, codes.SVM_STATUS),
             codes.encode(g.fin.status, codes.SVM_STATUS),

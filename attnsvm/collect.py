@@ -25,7 +25,7 @@ import xarray as xr
 
 from attnsvm import codes
 from attnsvm.block import cells_digest
-from attnsvm.block_store import is_finished_store, load_verified, write_atomic
+from attnsvm.block_store import fill_value, is_finished_store, load_verified, write_atomic
 from attnsvm.grid import Block, Experiment
 from attnsvm.integrity import StoreError, clean_stale_partials, stray_entries
 from attnsvm.variables import annotate, fixed_attrs
@@ -44,20 +44,6 @@ _PAD_DIMS = (
     "svm",
     "gen_svm",
 )
-
-
-def _fill_for(name: str, dtype: np.dtype):
-    if name == "status":
-        return codes.CELL_STATUS.index("missing")
-    if name in ("svm_status", "gen_status"):
-        return codes.SVM_STATUS.index("not_solved")
-    if name in ("convergence", "convergence_strict"):
-        return codes.NOT_APPLICABLE
-    if dtype.kind in "iu":
-        return -1
-    if dtype.kind == "O":
-        return ""
-    return np.nan
 
 
 def _axis_coord(values: list) -> np.ndarray:
@@ -141,8 +127,11 @@ def collect_sweep(
     stores = load_blocks([path for _, path in found], workers)
     for (block, path), ds in zip(found, stores, strict=True):
         _check_identity(block, path, ds)
-        idx = tuple(axis_pos[k][repr(v)] for k, v in block.point)
-        loaded.append((idx, [seed_pos[int(s)] for s in ds["seed"].values], ds))
+        targets = [  # grid index of every cell of the block (several points when packed)
+            (*(axis_pos[k][repr(v)] for k, v in point), seed_pos[cell.seed])
+            for point, cell in zip(block.points_of_cells(), block.cells, strict=True)
+        ]
+        loaded.append((targets, ds))
         provenance[block.name] = {
             k: ds.attrs.get(k)
             for k in ("cells_digest", "versions", "git_commit", "device", "started", "finished")
@@ -153,7 +142,7 @@ def collect_sweep(
     var_attrs: dict[str, dict] = {}
     iterations = set()
     svm_names: list[str] = []
-    for _, _, ds in loaded:
+    for _, ds in loaded:
         for dim, size in ds.sizes.items():
             sizes[dim] = max(sizes.get(dim, 0), size)
         for name, var in ds.data_vars.items():
@@ -172,15 +161,15 @@ def collect_sweep(
     for name, dims in var_dims.items():
         tail = [sizes[dm] if dm != "svm" else len(svm_names) for dm in dims[1:]]
         arrays[name] = np.full(
-            shape_grid + tail, _fill_for(name, var_dtype[name]), dtype=var_dtype[name]
+            shape_grid + tail, fill_value(name, var_dtype[name]), dtype=var_dtype[name]
         )
-    for idx, seeds, ds in loaded:
+    for targets, ds in loaded:
         svm_idx = [svm_names.index(str(s)) for s in ds["svm"].values]
         for name, var in ds.data_vars.items():
-            vals = _align_svm(var, svm_idx, len(svm_names), _fill_for(name, var.dtype))
-            for c, spos in enumerate(seeds):
+            vals = _align_svm(var, svm_idx, len(svm_names), fill_value(name, var.dtype))
+            for c, target in enumerate(targets):
                 src = np.asarray(vals[c], dtype=vals.dtype)
-                arrays[name][idx + (spos,) + tuple(slice(0, k) for k in src.shape)] = src
+                arrays[name][target + tuple(slice(0, k) for k in src.shape)] = src
     data_vars = {
         name: xr.Variable(tuple(axes) + ("seed",) + var_dims[name][1:], arr, attrs=var_attrs[name])
         for name, arr in arrays.items()

@@ -6,6 +6,14 @@ a *block* is up to ``block_size`` consecutive seeds of one grid point, so all it
 a shape and train as one batch. A block is the unit of a workflow job and of resume: its
 name is built from its axis values and seed range only, so adding an axis value or more
 seeds leaves every existing full block's name and cells unchanged.
+
+With ``block_seconds`` > 0, consecutive grid points whose seeds fit in one block are packed
+into one block (one job) while its predicted CPU seconds stay under ``block_seconds`` and its
+predicted memory under ``PACK_MAX_BYTES``: cheap grid points then pay one worker start-up (~3-5 s of
+imports and interpreter) together instead of one each (issue 19; BENCHMARKS.md). Points are
+packed only with points whose cells store alike (same head, generator, training and
+checkpoints); a packed block's name spans its first and last point, and a change of the grid
+may repack (and so recompute) the packed blocks of that experiment.
 """
 
 from __future__ import annotations
@@ -31,10 +39,18 @@ from attnsvm.cell import (
 )
 
 CELL_FIELDS = tuple(f.name for f in dataclasses.fields(Cell))
-EXPERIMENT_KEYS = ("description", "figures", "fixed", "grid", "seeds", "block_size")
+EXPERIMENT_KEYS = (
+    "description",
+    "figures",
+    "fixed",
+    "grid",
+    "seeds",
+    "block_size",
+    "block_seconds",
+)
 TOP_KEYS = (
-    *("results", "device", "threads", "mem_mb", "block_size", "max_cells", "max_blocks"),
-    "experiments",
+    *("results", "device", "threads", "mem_mb", "block_size", "block_seconds"),
+    *("max_cells", "max_blocks", "experiments"),
 )
 PAPER_FIGURES = ("e1", "e2", "e3", "e4", "e5", "e6")
 """Figures E1-E6 of the paper (SCIENCE.md section 6); the report shows them first."""
@@ -49,6 +65,13 @@ DEFAULT_MAX_CELLS = 100_000
 #: max_cells cells in full blocks of the default size make 1563
 DEFAULT_MAX_BLOCKS = 2_000
 MAX_BLOCK_SIZE = 10_000
+#: ``block_seconds`` defaults to 0: one grid point per block (no packing)
+DEFAULT_BLOCK_SECONDS = 0.0
+#: largest ``block_seconds`` (a week of predicted CPU time)
+MAX_BLOCK_SECONDS = 7 * 24 * 3600.0
+#: predicted memory (:func:`attnsvm.cell.predicted_bytes`, summed over the grid points) up to
+#: which points are packed into one block; a quarter of the default ``mem_mb``
+PACK_MAX_BYTES = 2**30
 MAX_THREADS = 4096
 MAX_MEM_MB = 2**40
 #: YAML values (scalars, lists and mappings, every alias counted again) in a whole config
@@ -66,16 +89,34 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Block:
-    """A block of cells of one grid point: the unit of a job, a store and a resume."""
+    """A block of cells: the unit of a job, a store and a resume.
+
+    Its cells are seeds of one grid point, or (packed, ``block_seconds`` > 0) of several
+    consecutive grid points; ``cell_points`` then names each cell's point.
+    """
 
     experiment: str
     name: str
-    point: tuple[tuple[str, Any], ...]  # axis values of the grid point
+    point: tuple[tuple[str, Any], ...]  # axis values of the (first) grid point
     cells: tuple[Cell, ...]
+    cell_points: tuple[tuple[tuple[str, Any], ...], ...] = ()  # per cell; () = all at point
 
     @property
     def seeds(self) -> list[int]:
         return [c.seed for c in self.cells]
+
+    def points_of_cells(self) -> tuple[tuple[tuple[str, Any], ...], ...]:
+        """The grid point of every cell, in cell order."""
+        return self.cell_points or (self.point,) * len(self.cells)
+
+    def predicted_seconds(self) -> float:
+        """Predicted CPU seconds of the block's cells (:func:`attnsvm.cell.predicted_seconds`;
+        each grid point's seeds train as one batch)."""
+        counts = collections.Counter(self.points_of_cells())
+        first = {}
+        for point, cell in zip(self.points_of_cells(), self.cells, strict=True):
+            first.setdefault(point, cell)
+        return sum(predicted_seconds(first[p], k) * k for p, k in counts.items())
 
 
 @dataclass(frozen=True)
@@ -89,6 +130,7 @@ class Experiment:
     figures: list[str]
     block_size: int
     description: str = ""
+    block_seconds: float = DEFAULT_BLOCK_SECONDS
 
     def points(self) -> list[tuple[tuple[str, Any], ...]]:
         """Every grid point as ((axis, value), ...) in axis order (Cartesian product)."""
@@ -101,14 +143,49 @@ class Experiment:
         return Cell(**{**self.fixed, **dict(point), "seed": seed})
 
     def blocks(self) -> list[Block]:
-        """Blocks of up to ``block_size`` consecutive seeds per grid point."""
+        """Blocks of up to ``block_size`` consecutive seeds per grid point, and with
+        ``block_seconds`` > 0 packs of consecutive cheap grid points (module docstring)."""
         out = []
-        for point in self.points():
+        for pack in self._packs():
+            if len(pack) > 1:
+                out.append(self._packed_block(pack))
+                continue
+            point = pack[0]
             for k in range(0, len(self.seeds), self.block_size):
                 seeds = self.seeds[k : k + self.block_size]
                 cells = tuple(self.cell(point, s) for s in seeds)
                 out.append(Block(self.name, block_name(point, seeds), point, cells))
         return out
+
+    def _packed_block(self, pack: list[tuple[tuple[str, Any], ...]]) -> Block:
+        cell_points = tuple(p for p in pack for _ in self.seeds)
+        cells = tuple(self.cell(p, s) for p in pack for s in self.seeds)
+        name = block_name(pack[0], self.seeds, last=pack[-1])
+        return Block(self.name, name, pack[0], cells, cell_points)
+
+    def _packs(self) -> list[list[tuple[tuple[str, Any], ...]]]:
+        """Grid points in order, cut into packs: one point each unless ``block_seconds`` > 0."""
+        points = self.points()
+        if not _packs(self):
+            return [[p] for p in points]
+        packs: list[list[tuple[tuple[str, Any], ...]]] = []
+        key, seconds, memory = None, 0.0, 0
+        per_point = len(self.seeds)
+        for point in points:
+            cell = self.cell(point, self.seeds[0])
+            cost = predicted_seconds(cell, per_point) * per_point
+            this = _storage_key(cell)
+            size = predicted_bytes(cell, per_point)
+            full = packs and (
+                this != key or seconds + cost > self.block_seconds or memory + size > PACK_MAX_BYTES
+            )
+            if not packs or full:
+                packs.append([point])
+                key, seconds, memory = this, cost, size
+            else:
+                packs[-1].append(point)
+                seconds, memory = seconds + cost, memory + size
+        return packs
 
     @property
     def n_cells(self) -> int:
@@ -130,10 +207,25 @@ class Experiment:
         return most, seconds
 
     @property
-    def n_blocks(self) -> int:
-        """Blocks of the experiment (grid points x ceil(seeds / block_size))."""
+    def n_blocks_unpacked(self) -> int:
+        """Grid points x ceil(seeds / block_size), from the axes' lengths (nothing is built):
+        the blocks without packing, an upper bound of :attr:`n_blocks`."""
         per_point = -(-len(self.seeds) // self.block_size)
         return per_point * math.prod(len(v) for v in self.axes.values())
+
+    @property
+    def n_blocks(self) -> int:
+        """Blocks of the experiment; packing (``block_seconds`` > 0) builds one cell per
+        grid point to count them."""
+        if _packs(self):
+            return len(self._packs())
+        return self.n_blocks_unpacked
+
+
+def _storage_key(cell: Cell) -> tuple:
+    """What cells must share to be stored in one block: the variables and checkpoints they
+    produce (:func:`attnsvm.block_store.results_to_dataset`); sizes may differ (padded)."""
+    return (cell.head, cell.generator, cell.train, cell.task, tuple(cell.checkpoints()))
 
 
 _FLOAT_FIELDS = {f.name for f in dataclasses.fields(Cell) if f.type in ("float", float)}
@@ -155,8 +247,15 @@ def _fmt_value(v: Any) -> str:
     return str(v)
 
 
-def block_name(point: tuple[tuple[str, Any], ...], seeds: Sequence[int]) -> str:
+def block_name(
+    point: tuple[tuple[str, Any], ...],
+    seeds: Sequence[int],
+    last: tuple[tuple[str, Any], ...] | None = None,
+) -> str:
     """``d=10_param=KQ_seeds=0-63``: readable, stable under insertion of other axis values.
+
+    A packed block (``last``: its last grid point) is named
+    ``d=2_param=W_to_d=8_param=KQ_seeds=0-2``.
 
     Snakemake can always match it: it never contains ``/``, and it ends in the seed range,
     whose numbers have at most 19 digits (seeds <= 2**63 - 1), so no suffix of it repeats 20
@@ -165,6 +264,8 @@ def block_name(point: tuple[tuple[str, Any], ...], seeds: Sequence[int]) -> str:
     whole name, so it fits in a file name and stays unique.
     """
     parts = [f"{k}={_fmt_value(v)}" for k, v in point]
+    if last is not None:
+        parts += ["to", *(f"{k}={_fmt_value(v)}" for k, v in last)]
     tail = f"seeds={seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"seeds={seeds[0]}"
     name = "_".join([*parts, tail]).replace("/", "%2F")
     if len(name) > MAX_BLOCK_NAME:
@@ -289,7 +390,27 @@ def _scalar(where: str, key: str, value: Any) -> Any:
     return value
 
 
-def _parse_shape(name: str, raw: Any, default_block_size: int) -> Experiment:
+def _check_seconds(where: str, key: str, value: Any) -> float:
+    """A duration in seconds: a number in [0, MAX_BLOCK_SECONDS]."""
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or not 0 <= value <= MAX_BLOCK_SECONDS
+    ):
+        raise ConfigError(
+            f"{where}: '{key}' must be a number of seconds in [0, {MAX_BLOCK_SECONDS:.0f}], "
+            f"got {_short(value)}"
+        )
+    return float(value)
+
+
+def _parse_shape(
+    name: str,
+    raw: Any,
+    default_block_size: int,
+    default_block_seconds: float = DEFAULT_BLOCK_SECONDS,
+) -> Experiment:
     """Check an experiment's keys, axes and seeds; its cells are not built yet."""
     where = f"experiment '{name}'"
     if not isinstance(raw, dict):
@@ -337,10 +458,15 @@ def _parse_shape(name: str, raw: Any, default_block_size: int) -> Experiment:
     block_size = _check_int(
         where, "block_size", raw.get("block_size", default_block_size), 1, MAX_BLOCK_SIZE
     )
+    block_seconds = _check_seconds(
+        where, "block_seconds", raw.get("block_seconds", default_block_seconds)
+    )
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise ConfigError(f"{where}: 'description' must be text, got {_short(description)}")
-    return Experiment(name, dict(fixed), axes, seeds, list(figures), block_size, description)
+    return Experiment(
+        name, dict(fixed), axes, seeds, list(figures), block_size, description, block_seconds
+    )
 
 
 def _check_cells(exp: Experiment, mem_mb: int | None) -> Experiment:
@@ -349,7 +475,7 @@ def _check_cells(exp: Experiment, mem_mb: int | None) -> Experiment:
     Called only once the grid's size is known to be within ``max_cells``.
     """
     where = f"experiment '{exp.name}'"
-    batch = min(exp.block_size, len(exp.seeds))
+    batch = min(exp.block_size, len(exp.seeds))  # a training batch: one point's seeds
     worst: tuple[int, tuple] = (0, ())
     for point in exp.points():  # every cell must be valid before any job starts
         at = " at " + ", ".join(f"{k}={v!r}" for k, v in point) if point else ""
@@ -421,7 +547,8 @@ def parse_config(config: Any) -> dict[str, Experiment]:
     Work is bounded whatever the input (issue 17): the config's size is checked first, the
     cells and blocks are counted from the axes' lengths and checked against ``max_cells`` and
     ``max_blocks`` (defaults DEFAULT_MAX_CELLS, DEFAULT_MAX_BLOCKS) before any is built, and
-    the largest block's predicted memory against ``mem_mb``.
+    the largest block's predicted memory against ``mem_mb``. Packed blocks
+    (``block_seconds``) are counted again once one cell per grid point is validated.
     """
     check_config_size(config)
     if not isinstance(config, dict):
@@ -443,13 +570,30 @@ def parse_config(config: Any) -> dict[str, Experiment]:
     mem_mb = _check_int("config", "mem_mb", config.get("mem_mb", DEFAULT_MEM_MB), 100, MAX_MEM_MB)
     limit = _check_int("config", "max_cells", config.get("max_cells", DEFAULT_MAX_CELLS), 1)
     max_blocks = _check_int("config", "max_blocks", config.get("max_blocks", DEFAULT_MAX_BLOCKS), 1)
-    shapes = [_parse_shape(_check_name(name), raw, block_size) for name, raw in exps.items()]
+    block_seconds = _check_seconds(
+        "config", "block_seconds", config.get("block_seconds", DEFAULT_BLOCK_SECONDS)
+    )
+    shapes = [
+        _parse_shape(_check_name(name), raw, block_size, block_seconds)
+        for name, raw in exps.items()
+    ]
     _check_max_cells(sum(e.n_cells for e in shapes), limit, "max_cells" not in config)
-    n_blocks = sum(e.n_blocks for e in shapes)
-    if n_blocks > max_blocks:
-        default = "the default " if "max_blocks" not in config else ""
-        raise ConfigError(
-            f"config: the grid has {n_blocks} blocks (workflow jobs), more than "
-            f"{default}max_blocks={max_blocks}; raise block_size (seeds per job) or max_blocks"
-        )
-    return {e.name: _check_cells(e, mem_mb) for e in shapes}
+    # blocks are counted from the axes' lengths first; packing (block_seconds) can only
+    # lower that count, and counting packs needs one valid cell per grid point
+    for count in ("unpacked", "packed"):
+        if count == "packed":
+            shapes = [_check_cells(e, mem_mb) for e in shapes]
+        n_blocks = sum(e.n_blocks if count == "packed" else e.n_blocks_unpacked for e in shapes)
+        if n_blocks > max_blocks and (count == "packed" or not any(_packs(e) for e in shapes)):
+            default = "the default " if "max_blocks" not in config else ""
+            raise ConfigError(
+                f"config: the grid has {n_blocks} blocks (workflow jobs), more than "
+                f"{default}max_blocks={max_blocks}; raise block_size (seeds per job), "
+                "block_seconds (packs cheap grid points) or max_blocks"
+            )
+    return {e.name: e for e in shapes}
+
+
+def _packs(exp: Experiment) -> bool:
+    """Whether ``exp`` may pack grid points into one block (``block_seconds``)."""
+    return exp.block_seconds > 0 and len(exp.seeds) <= exp.block_size

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnsvm.cell import predicted_seconds
 from attnsvm.grid import PAPER_FIGURES, Block, Experiment, parse_config
 from attnsvm.logs import stage
 
@@ -52,9 +51,9 @@ class Paths:
         return f"{self.results}/run_info.rst"
 
 
-def estimate_cell_seconds(block: Block) -> float:
-    """Rough CPU seconds per cell, used for job runtimes and remaining-time estimates."""
-    return predicted_seconds(block.cells[0], len(block.cells))
+def estimate_block_seconds(block: Block) -> float:
+    """Rough CPU seconds of a block's cells, for job runtimes and remaining-time estimates."""
+    return block.predicted_seconds()
 
 
 JOB_STARTUP_SECONDS = 3.0
@@ -89,7 +88,7 @@ class Plan:
     def block_minutes(self, exp: str, block: str) -> int:
         """Runtime request for a block job in minutes (estimate x 3 + 5 min start-up slack)."""
         b = self._blocks[exp][block]
-        return int(5 + 3 * estimate_cell_seconds(b) * len(b.cells) / 60)
+        return int(5 + 3 * estimate_block_seconds(b) / 60)
 
     def priority(self, exp: str, results: bool = False) -> int:
         """Snakemake job priority: experiments in config order, each one's results first.
@@ -105,7 +104,7 @@ class Plan:
     def block_seconds(self, exp: str) -> dict[str, float]:
         """Predicted seconds of every block job of ``exp``, start-up included (rough)."""
         return {
-            name: estimate_cell_seconds(b) * len(b.cells) + JOB_STARTUP_SECONDS
+            name: estimate_block_seconds(b) + JOB_STARTUP_SECONDS
             for name, b in self._blocks[exp].items()
         }
 
@@ -169,14 +168,15 @@ class Plan:
                 "seeds": e.seeds,
                 "figures": e.figures,
                 "block_size": e.block_size,
+                "block_seconds": e.block_seconds,
                 "description": e.description,
             },
         )  # key order kept: axis order defines block names and sweep dims
 
     def estimated_seconds(self) -> float:
-        """Predicted CPU seconds of every block of the plan (rough, see estimate_cell_seconds)."""
+        """Predicted CPU seconds of every block of the plan (rough, see estimate_block_seconds)."""
         return sum(
-            estimate_cell_seconds(b) * len(b.cells) + JOB_STARTUP_SECONDS
+            estimate_block_seconds(b) + JOB_STARTUP_SECONDS
             for blocks in self._blocks.values()
             for b in blocks.values()
         )
@@ -265,6 +265,7 @@ def experiment_from_json(text: str) -> Experiment:
         raw["figures"],
         raw["block_size"],
         raw.get("description", ""),
+        raw.get("block_seconds", 0.0),
     )
 
 

@@ -78,3 +78,46 @@ def test_bad_config_named(config, fragment):
     with pytest.raises(ConfigError) as err:
         parse_config(config)
     assert fragment in str(err.value)
+
+
+def _packed(top_block_seconds, **experiment):
+    base = {"fixed": {"n": 3, "T": 3, "iterations": 50}, "grid": {"d": [2, 3, 4]}, "seeds": 2}
+    config = {"block_seconds": top_block_seconds, "experiments": {"x": {**base, **experiment}}}
+    return parse_config(config)["x"]
+
+
+def test_block_seconds_packs_cheap_points_in_order():
+    single = _packed(0)
+    assert [len(b.cells) for b in single.blocks()] == [2, 2, 2]
+    (pack,) = _packed(600).blocks()
+    assert pack.name == "d=2_to_d=4_seeds=0-1" and _packed(600).n_blocks == 1
+    # every cell of the grid once, each with its own grid point, seeds within a point
+    cells = zip(pack.points_of_cells(), pack.cells, strict=True)
+    assert [(dict(p)["d"], c.d, c.seed) for p, c in cells] == [
+        (2, 2, 0), (2, 2, 1), (3, 3, 0), (3, 3, 1), (4, 4, 0), (4, 4, 1)
+    ]  # fmt: skip
+    assert pack.predicted_seconds() == pytest.approx(
+        sum(b.predicted_seconds() for b in single.blocks())
+    )
+
+
+def test_block_seconds_bounds_and_storage_keys_cut_packs():
+    one = _packed(600).blocks()[0].predicted_seconds() / 3
+    cut = _packed(one * 2.5).blocks()  # two points fit, the third starts a new block
+    assert [len(b.cells) for b in cut] == [4, 2]
+    assert cut[1].name == block_name(cut[1].point, [0, 1])  # a lone point keeps its name
+    # points that store differently (checkpoints) never share a block
+    mixed = _packed(
+        600, fixed={"n": 3, "T": 3}, grid={"d": [2, 3], "iterations": [50, 80]}
+    ).blocks()
+    assert [{c.iterations for c in b.cells} for b in mixed] == [{50}, {80}, {50}, {80}]
+    # a point with more seeds than block_size is never packed
+    assert len(_packed(600, seeds=5, block_size=2).blocks()) == 9
+
+
+@pytest.mark.parametrize("value", [-1, "60", float("nan"), True, 10**7, [60]])
+def test_bad_block_seconds_named(value):
+    with pytest.raises(ConfigError, match="'block_seconds' must be a number of seconds"):
+        _packed(value)
+    with pytest.raises(ConfigError, match="experiment 'x': 'block_seconds'"):
+        _packed(0, block_seconds=value)

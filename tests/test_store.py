@@ -192,3 +192,31 @@ def test_sweep_and_summary_describe_themselves(stores, experiment, tmp_path):
     assert summary.attrs["fixed_iterations"] == 30 and summary.attrs["experiment"] == "tiny"
     block = open_block(next(iter(stores.values())))
     _assert_self_describing(block, "block store")
+
+
+def test_packed_blocks_collect_to_the_same_sweep(tmp_path, experiment, stores):
+    """block_seconds packs grid points of different d into one block (padded store); the
+    collected sweep equals the one from one block per grid point, value for value."""
+    packed_config = json.loads(json.dumps(CONFIG))
+    packed_config["block_seconds"] = 3600
+    packed_config["experiments"]["tiny"]["block_size"] = 12
+    packed = parse_config(packed_config)["tiny"]
+    blocks = packed.blocks()
+    assert len(blocks) == 1 and packed.n_blocks == 1
+    (block,) = blocks
+    assert len({c.d for c in block.cells}) == 2 and "_to_" in block.name
+    path = run_block(
+        list(block.cells),
+        tmp_path / f"{block.name}.zarr",
+        experiment="tiny",
+        block=block.name,
+        device="cpu",
+    )
+    store = open_block(path)
+    assert store.sizes["cell"] == 12 and store.sizes["row"] == 3  # padded to the largest d
+    got = collect_sweep(packed, {block.name: path})
+    want = collect_sweep(experiment, stores)
+    timing = [v for v in want.data_vars if v.startswith("seconds_") or v in ("svm_seconds",)]
+    xr.testing.assert_identical(
+        got.drop_vars(timing).drop_attrs(), want.drop_vars(timing).drop_attrs()
+    )
