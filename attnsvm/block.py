@@ -106,8 +106,7 @@ def run_block(
         path = write_atomic(ds, out)
     counts = {s: sum(r.status == s for r in results) for s in sorted({r.status for r in results})}
     log.info(
-        "block %s done in %.3f s (compute %.3f s: train %.3f, solve %.3f, metrics %.3f); "
-        "cells %s",
+        "block %s done in %.3f s (compute %.3f s: train %.3f, solve %.3f, metrics %.3f); cells %s",
         *(block or "-", time.perf_counter() - t_start, compute),
         *(attrs["seconds_stages"][k] for k in ("train", "solve", "metrics")),
         ", ".join(f"{k} {v}" for k, v in counts.items()),

@@ -72,9 +72,9 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _content_files(root: Path) -> dict[str, int]:
-    """``{relative path: size}`` of the store's content files (one ``scandir`` per folder)."""
-    out: dict[str, int] = {}
+def _content_stats(root: Path) -> dict[str, os.stat_result]:
+    """``{relative path: stat}`` of the store's content files (one ``scandir`` per folder)."""
+    out: dict[str, os.stat_result] = {}
     stack = [("", str(root))]
     while stack:
         rel_dir, path = stack.pop()
@@ -84,8 +84,17 @@ def _content_files(root: Path) -> dict[str, int]:
                 if e.is_dir(follow_symlinks=False):
                     stack.append((rel + "/", e.path))
                 elif not _ignored(rel):
-                    out[rel] = e.stat().st_size
-    return dict(sorted(out.items()))
+                    out[rel] = e.stat()
+    return out
+
+
+def _unchanged_key(st: os.stat_result) -> list[int]:
+    """What any write to a file changes: inode, modification and status-change times (ns).
+
+    The status-change time cannot be set back by a program, so a file whose key equals the
+    one recorded when its hash was taken has not been written since (a copy of the store gets
+    new inodes and times, and is hashed again)."""
+    return [st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def _content_sha256(files: Mapping[str, Any]) -> str:
@@ -100,7 +109,8 @@ def write_manifest(store: str | os.PathLike, attrs: Mapping[str, Any]) -> dict[s
     ``experiment``, ``block``, ``cells_digest`` and ``failure_kind`` are copied when present.
     """
     root = Path(store)
-    files = {rel: [size, _file_sha256(root / rel)] for rel, size in _content_files(root).items()}
+    stats = _content_stats(root)
+    files = {rel: [st.st_size, _file_sha256(root / rel)] for rel, st in stats.items()}
     fmt = str(attrs.get("format", ""))
     manifest: dict[str, Any] = {
         "format": MANIFEST_FORMAT,
@@ -112,6 +122,9 @@ def write_manifest(store: str | os.PathLike, attrs: Mapping[str, Any]) -> dict[s
         "attnsvm": attnsvm_version(),
         "files": files,
         "content_sha256": _content_sha256(files),
+        # a hint for quick checks (verify_store's trust_unchanged), not part of the checksum:
+        # a wrong entry only makes a file be hashed again
+        "unchanged": {rel: _unchanged_key(st) for rel, st in stats.items()},
     }
     tmp = root / f".{MANIFEST}{codes.PARTIAL_MARK}{os.getpid()}"
     tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
@@ -119,10 +132,15 @@ def write_manifest(store: str | os.PathLike, attrs: Mapping[str, Any]) -> dict[s
     return manifest
 
 
-def verify_store(path: str | os.PathLike, full: bool = True) -> dict[str, Any]:
+def verify_store(
+    path: str | os.PathLike, full: bool = True, trust_unchanged: bool = False
+) -> dict[str, Any]:
     """The manifest of the store at ``path`` once its content verifies against it.
 
     ``full``: hash every file (otherwise only names and sizes are compared).
+    ``trust_unchanged``: skip the hash of a file not written since the manifest recorded its
+    hash (same inode, modification and status-change time; :func:`_unchanged_key`): the
+    quick check of ``attnsvm status``. Collect and the workflow's repair hash every file.
     Raises :class:`StoreError` (state ``damaged``) naming the store and the first problem:
     not a directory, no or unreadable manifest, a file missing, added, resized or changed.
     """
@@ -141,9 +159,13 @@ def verify_store(path: str | os.PathLike, full: bool = True) -> dict[str, Any]:
     if manifest.get("content_sha256") != _content_sha256(files):
         raise StoreError(root, f"{MANIFEST} does not match its own checksum")
     try:
-        present = _content_files(root)
+        stats = _content_stats(root)
     except OSError as err:  # e.g. replaced or removed while being read
         raise StoreError(root, f"cannot be listed: {err}") from None
+    present = {rel: st.st_size for rel, st in stats.items()}
+    unchanged = manifest.get("unchanged") if trust_unchanged else None
+    if not isinstance(unchanged, dict):
+        unchanged = {}
     missing = sorted(set(files) - set(present))
     if missing:
         raise StoreError(root, f"file missing: {missing[0]}" + _more(missing))
@@ -157,6 +179,8 @@ def verify_store(path: str | os.PathLike, full: bool = True) -> dict[str, Any]:
             raise StoreError(root, f"unreadable {MANIFEST} entry for {rel}") from None
         if actual != size:
             raise StoreError(root, f"file {rel} has {actual} bytes, manifest {size}")
+        if unchanged.get(rel) == _unchanged_key(stats[rel]):
+            continue
         if full and _file_sha256(root / rel) != sha:
             raise StoreError(root, f"file {rel} does not match its checksum")
     return manifest
@@ -218,15 +242,18 @@ def check_block(
     digest: str | None = None,
     full: bool = True,
     check_version: bool = True,
+    trust_unchanged: bool = False,
 ) -> BlockCheck:
     """Check the block store at ``path`` against the plan (``digest``: the cells' digest).
+
+    ``full`` and ``trust_unchanged``: as for :func:`verify_store`.
 
     ``check_version``: a store written by another attnsvm version is stale (the workflow's
     rule: the version stands in for the library code).
     """
     path = Path(path)
     try:
-        m = verify_store(path, full=full)
+        m = verify_store(path, full=full, trust_unchanged=trust_unchanged)
     except StoreError as err:
         return BlockCheck(path, "damaged", err.reason)
     if m.get("kind") != "block" or m.get("experiment") != experiment or m.get("block") != block:

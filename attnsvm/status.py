@@ -210,7 +210,8 @@ def scan_experiment(
     ``plan``: planned blocks of the experiment ``{name: number of cells}`` (from the config);
     without it only what is on disk is known and missing blocks cannot be counted.
     ``digests``: the planned blocks' cells digests; a store holding other cells is stale.
-    Only verified stores count (:func:`attnsvm.integrity.check_block`); the others are
+    Only verified stores count (:func:`attnsvm.integrity.check_block`, hashing each file
+    written since its manifest was, so that untouched stores cost no hashing); the others are
     listed in ``blocks_unfinished`` (path, state: damaged / stale / foreign / retry, reason)
     and count as missing; entries that are no planned block are listed in ``ignored``.
     ``jobs`` holds ``{block: [start, end]}`` (Unix times) of the finished block jobs whose
@@ -245,7 +246,9 @@ def scan_experiment(
                 if p.suffix != ".zarr" or (plan is not None and name not in plan):
                     ignored.append(str(p))  # not part of this config: neither done nor counted
                     continue
-                chk = check_block(p, exp_dir.name, name, (digests or {}).get(name))
+                # quick: files not written since their hash was taken are not hashed again
+                digest = (digests or {}).get(name)
+                chk = check_block(p, exp_dir.name, name, digest, trust_unchanged=True)
                 if chk.finished:
                     try:
                         sec, counts, crashed, job = _store_info(p)

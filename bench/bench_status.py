@@ -113,6 +113,7 @@ def scale(blocks: int) -> float:
     side = int(blocks**0.5)
     cfg = {
         "results": "res",
+        "max_blocks": blocks,
         "experiments": {
             "big": {
                 "fixed": {"train": False, "d": 4},

@@ -114,7 +114,8 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
             )
             if sv[0] > 0 and np.sum(sv / sv[0] > RANK_TOL) == 1 and par < 0.5:
                 panel_notes.append(
-                    rf"${style.W_MM_NUC}$ has rank 1:" + "\n"
+                    rf"${style.W_MM_NUC}$ has rank 1:"
+                    + "\n"
                     + rf"its rays for ${', '.join(f'z_{i + 1}' for i in range(len(rays_nuc)))}$"
                     + " lie on one line"
                 )

@@ -47,6 +47,7 @@ def _series(sweep: xr.Dataset, kind: str, point: dict) -> dict[str, np.ndarray]:
         d_dims = [dim for dim in rank.dims if dim != "d"]
     r = rank.where(feasible).transpose("d", *d_dims).values.reshape(rank.sizes["d"], -1)
     okv = ok.transpose("d", *d_dims).values.reshape(rank.sizes["d"], -1)
+
     def flat(da):
         return da.transpose("d", *d_dims).values.reshape(rank.sizes["d"], -1)
 
