@@ -23,13 +23,13 @@ back to the cvxpy route.
 Small problems (reduced size ``r_l + r_r <= BARRIER_MAX_SIZE``, at most ``BARRIER_MAX_ROWS``
 rows, every rhs > 0) first go to the dual barrier method of :mod:`attnsvm.svm_nuclear_ipm`:
 dense Newton steps on the N dual variables, ~3 ms at (6, 8, 10) against ~20 ms for Clarabel.
-Its answer is accepted only with a certified duality gap <= ``GAP_TOL``; otherwise Clarabel /
-SCS run as above. Larger ones (more than ``BARRIER_MAX_ROWS`` rows, up to ``PD_MAX_ROWS``
-rows and reduced size ``PD_MAX_SIZE``, every rhs > 0) first go to the primal-dual NT method of
-:mod:`attnsvm.svm_nuclear_pd`: ~30 ms at E3's n = T = 15 (210 rows) against ~0.5 s for
-Clarabel, ~1.2 s against ~2.3 s for SCS at (50, 20, 100); the same certificate decides, and
-Clarabel / SCS take over on any failure. ``SVMResult.solver`` names the route that produced
-the answer.
+Its answer is accepted only with a certified duality gap <= ``GAP_TOL``; otherwise Clarabel
+/ SCS run as above. Larger ones (more than ``BARRIER_MAX_ROWS`` rows, up to ``PD_MAX_ROWS``
+rows and reduced size ``PD_MAX_SIZE``, every rhs > 0) first go to the primal-dual NT method
+of :mod:`attnsvm.svm_nuclear_pd`: 30-80 ms at E3's n = T = 15 (210 rows) against 0.2-0.9 s
+for Clarabel, ~1.2-1.8 s against ~2.3-5 s for SCS at (50, 20, 100); the same certificate
+decides, and Clarabel / SCS take over on any failure. ``SVMResult.solver`` names the route
+that produced the answer.
 """
 
 from __future__ import annotations
@@ -59,10 +59,13 @@ from attnsvm.svm_nuclear_pd import solve_primal_dual
 #: reduced size ``r_l + r_r`` up to which the dual barrier method (attnsvm.svm_nuclear_ipm) is
 #: tried first: its dense N x N Newton systems are cheap there
 BARRIER_MAX_SIZE = 60
-#: and up to this many rows: past ~150 rows its path takes 90-210 Newton steps (long steps
-#: that land next to the boundary ||G|| = 1, then slow recovery); the primal-dual method of
-#: attnsvm.svm_nuclear_pd takes over there (BENCHMARKS.md, "The nuclear SVM past 150 rows")
-BARRIER_MAX_ROWS = 150
+#: and up to this many rows. Its step count grows with the rows (45-50 steps at 20-60 rows,
+#: 64 at 90, ~100 at 135-140, 90-210 at 210: long steps land next to the boundary
+#: ||G|| = 1 and recover slowly); the primal-dual method of attnsvm.svm_nuclear_pd takes
+#: 15-22 iterations of about twice the cost. Measured crossover (E3 sizes, opt tokens):
+#: barrier 7.5-13 ms vs 12-20 ms up to 60 rows, even at 70, 18.6 vs 13.0 ms at 90, 32 vs 17
+#: ms at 135-140 rows (BENCHMARKS.md, "The nuclear SVM past the barrier's rows")
+BARRIER_MAX_ROWS = 80
 #: reduced size and rows up to which the primal-dual method (attnsvm.svm_nuclear_pd) is tried
 #: first above BARRIER_MAX_ROWS: (50, 20, 100) has size 150 and 950 rows
 PD_MAX_SIZE = 150

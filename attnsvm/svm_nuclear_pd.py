@@ -1,8 +1,8 @@
 """Primal-dual interior-point method (NT, Mehrotra) for nuclear Att-SVMs with many rows.
 
-Implements SCIENCE.md section 4, Att-SVM_* (``W_mm_*``), on the reduced rows of
-:mod:`attnsvm.svm_nuclear`, for instances with more rows than the dual barrier method of
-:mod:`attnsvm.svm_nuclear_ipm` handles well (E3 at n = T = 15 has 210 rows).
+Implements SCIENCE.md section 4 (docs/science.md), Att-SVM_* (``W_mm_*``), on the reduced
+rows of :mod:`attnsvm.svm_nuclear`, for instances with more rows than the dual barrier method
+of :mod:`attnsvm.svm_nuclear_ipm` handles well (E3 has 90-210 rows at n, T >= 10).
 
 The pair of conic problems (``n = p + q``, ``F_k = [[0, a_k b_k^T], [b_k a_k^T, 0]]``)::
 
@@ -13,18 +13,19 @@ The pair of conic problems (``n = p + q``, ``F_k = [[0, a_k b_k^T], [b_k a_k^T, 
 certifies with (``Z >= 0`` iff ``||G(lam)||_2 <= 1``), and (P) is the SVM itself with
 ``M = 2 X_12`` (``tr X >= ||M||_*``, equality at the optimum).
 
-Why not the dual barrier past ~150 rows: measured at n = T = 15 (N = 210 rows), its path
-takes 90-210 Newton steps, most of them after a long step that lands next to the boundary
-``||G||_2 = 1`` (the Newton decrement then stays at ~1.7 for dozens of full steps while
-``1 - sigma_1(G)`` recovers by a few per cent per step); a step costs ~0.6 ms (an N x N
-Hessian and its Cholesky). This method takes the Nesterov-Todd direction with Mehrotra's
-predictor-corrector, whose iteration count hardly grows with N (~20-30). Its Schur
+Why not the dual barrier with many rows: measured at n = T = 15 (N = 210 rows), its path
+takes 90-210 Newton steps (~100 at 135-140 rows, 45-50 up to 60), most of them after a long
+step that lands next to the boundary ``||G||_2 = 1`` (the Newton decrement then stays at
+~1.7 for dozens of full steps while ``1 - sigma_1(G)`` recovers by a few per cent per step);
+a step costs ~0.6 ms (an N x N Hessian and its Cholesky). This method takes the
+Nesterov-Todd direction with Mehrotra's predictor-corrector, whose iteration count hardly
+grows with N (15-22 from 20 to 950 rows). Its Schur
 complement has the same structure as the barrier's Hessian::
 
     H_kl = 2 [(a_k^T W_11 a_l)(b_k^T W_22 b_l) + (a_k^T W_12 b_l)(a_l^T W_12 b_k)] + x_k/lam_k
 
-(W the NT scaling, ``W Z W = X``): three N x n x N products, one N x N Cholesky and two
-solves per iteration; everything else is n x n.
+(W the NT scaling, ``W Z W = X``): three N x N products with inner dimension p or q, one
+N x N Cholesky and two solves per iteration; everything else is n x n.
 
 Nothing here is trusted. Near the end the answer goes through the optimality-condition
 polish of :mod:`attnsvm.svm_nuclear_ipm` (tight singular subspace of G, active rows), and the
@@ -167,9 +168,10 @@ def _step(pr: _Problem, X, x, lam, Z, LX, LZ, mu, rp):
         return None
     Gs = LX @ (U / np.sqrt(sig))
     W = Gs @ Gs.T
-    PA, PB = pr.A @ Gs[:p], pr.B @ Gs[p:]
-    E = PA @ PB.T
-    H = (PA @ PA.T) * (PB @ PB.T)
+    # products with inner dimension p or q (the blocks of W), not n = p + q
+    A_, B_ = pr.A, pr.B
+    E = (A_ @ W[:p, p:]) @ B_.T
+    H = ((A_ @ W[:p, :p]) @ A_.T) * ((B_ @ W[p:, p:]) @ B_.T)
     H += E * E.T
     H *= 2.0
     H.flat[:: N + 1] += x / lam

@@ -17,9 +17,10 @@ Sections (``--sections``, comma-separated; default cells,e2,e3)
   on --e2-base-seeds seeds x {W, KQ}, extrapolated linearly to 100 seeds.
 * e3: E3 at paper size (n x T x d grid of config/paper.yaml, 100 seeds, no training):
   attnsvm on --e3-seeds seeds per grid point, the baseline on --e3-base-seeds, both
-  extrapolated linearly to 100 seeds. attnsvm runs twice: "before" with the nuclear SVMs
-  past 150 rows forced onto the old Clarabel / SCS route (``svm_nuclear.PD_MAX_ROWS = 0``),
-  then as it is; the baseline and, with --official, the official notebook's solver run once.
+  extrapolated linearly to 100 seeds. attnsvm runs twice: "before" with the old routes
+  forced (the dual barrier up to 150 rows, Clarabel / SCS past them:
+  ``svm_nuclear.BARRIER_MAX_ROWS = 150``, ``PD_MAX_ROWS = 0``), then as it is; the baseline
+  and, with --official, the official notebook's solver run once.
 * nucrows: per-solve time of the nuclear SVM at E3's n = T = 15 (210 rows; d = 5, 10, 15,
   20 of config/paper.yaml, opt tokens, --rows-seeds seeds each, feasible ones only): the old
   route (Clarabel / SCS, forced as above), the primal-dual route, the baseline's cvxpy model
@@ -242,17 +243,17 @@ def official_rank_instance(mod, cell: Cell) -> dict:
 
 
 def force_old_route():
-    """Context: nuclear SVMs past BARRIER_MAX_ROWS go to Clarabel / SCS as before."""
+    """Context: the routes before the primal-dual method (barrier <= 150 rows, then conic)."""
     import contextlib
 
     @contextlib.contextmanager
     def ctx():
-        old = svm_nuclear.PD_MAX_ROWS
-        svm_nuclear.PD_MAX_ROWS = 0
+        old = svm_nuclear.BARRIER_MAX_ROWS, svm_nuclear.PD_MAX_ROWS
+        svm_nuclear.BARRIER_MAX_ROWS, svm_nuclear.PD_MAX_ROWS = 150, 0
         try:
             yield
         finally:
-            svm_nuclear.PD_MAX_ROWS = old
+            svm_nuclear.BARRIER_MAX_ROWS, svm_nuclear.PD_MAX_ROWS = old
 
     return ctx()
 
@@ -342,11 +343,11 @@ def bench_e3(args, official) -> None:
         slow = (time.perf_counter() - t0) * seeds / kb
         what = f"E3 whole ({len(grid)} grid points x 100 seeds) vs {name}"
         row(
-            f"{what}, before (> 150 rows by Clarabel / SCS)", fast_old, slow,
+            f"{what}, before (barrier <= 150 rows, then Clarabel / SCS)", fast_old, slow,
             f"attnsvm timed on {ka}, {name} on {kb} seeds per point, both extrap. to 100",
         )  # fmt: skip
         row(
-            f"{what}, after (primal-dual)", fast, slow,
+            f"{what}, after (primal-dual past 80 rows)", fast, slow,
             f"nuclear rank equal on {agree}/{total} shared instances; attnsvm before = after "
             f"on {same}/{len(res)}",
         )  # fmt: skip

@@ -1,7 +1,8 @@
-"""Nuclear Att-SVMs past the barrier's 150 rows (attnsvm.svm_nuclear_pd) against Clarabel.
+"""Nuclear Att-SVMs past the barrier's rows (attnsvm.svm_nuclear_pd) against Clarabel.
 
 E3 (config/paper.yaml, e3_rank) at n = T = 15 has 210 rows; before the primal-dual method
-these instances went to Clarabel / SCS. The reference here is the independent cvxpy route
+these instances went to Clarabel / SCS, and those with 81-150 rows ((10, 10), (10, 15),
+(15, 10)) to the dual barrier. The reference here is the independent cvxpy route
 (``normNuc`` on the reduced problem) forced to Clarabel.
 """
 
@@ -77,6 +78,20 @@ def test_e3_small_d_agree_with_clarabel(monkeypatch):
     ]
     assert len(cases) >= 3
     check_against_reference(cases[:3], monkeypatch)
+
+
+def test_e3_barrier_sizes_agree_with_clarabel(monkeypatch):
+    """E3's 90-140 rows: the barrier's route before, the primal-dual one now."""
+    cases = instances([(10, 10, 10), (10, 15, 15), (15, 10, 20)], per_shape=2, seed=11)
+    assert len(cases) >= 5
+    check_against_reference(cases, monkeypatch)
+
+
+def test_barrier_keeps_small_instances():
+    """E2 / E6 sizes (42 rows) stay on the barrier: stored values there do not move."""
+    (_, cons), *_ = instances([(6, 8, 10)], per_shape=1, seed=1, random_share=False)
+    assert cons.n_rows <= svm_nuclear.BARRIER_MAX_ROWS
+    assert solve_nuclear(cons).solver == "direct-barrier"
 
 
 def test_larger_instances_agree_with_clarabel(monkeypatch):
