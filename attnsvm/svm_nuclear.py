@@ -23,8 +23,13 @@ back to the cvxpy route.
 Small problems (reduced size ``r_l + r_r <= BARRIER_MAX_SIZE``, at most ``BARRIER_MAX_ROWS``
 rows, every rhs > 0) first go to the dual barrier method of :mod:`attnsvm.svm_nuclear_ipm`:
 dense Newton steps on the N dual variables, ~3 ms at (6, 8, 10) against ~20 ms for Clarabel.
-Its answer is accepted only with a certified duality gap <= ``GAP_TOL``; otherwise Clarabel /
-SCS run as above. ``SVMResult.solver`` names the route that produced the answer.
+Its answer is accepted only with a certified duality gap <= ``GAP_TOL``; otherwise Clarabel
+/ SCS run as above. Larger ones (more than ``BARRIER_MAX_ROWS`` rows, up to ``PD_MAX_ROWS``
+rows and reduced size ``PD_MAX_SIZE``, every rhs > 0) first go to the primal-dual NT method
+of :mod:`attnsvm.svm_nuclear_pd`: 30-80 ms at E3's n = T = 15 (210 rows) against 0.2-0.9 s
+for Clarabel, ~1.2-1.8 s against ~2.3-5 s for SCS at (50, 20, 100); the same certificate
+decides, and Clarabel / SCS take over on any failure. ``SVMResult.solver`` names the route
+that produced the answer.
 """
 
 from __future__ import annotations
@@ -49,12 +54,22 @@ from attnsvm.svm_frobenius import (
     violation,
 )
 from attnsvm.svm_nuclear_ipm import certified_gap, solve_dual_barrier
+from attnsvm.svm_nuclear_pd import solve_primal_dual
 
 #: reduced size ``r_l + r_r`` up to which the dual barrier method (attnsvm.svm_nuclear_ipm) is
 #: tried first: its dense N x N Newton systems are cheap there
 BARRIER_MAX_SIZE = 60
-#: and up to this many rows: its Newton step costs O(N^3) (at N = 210 it ties with SCS)
-BARRIER_MAX_ROWS = 150
+#: and up to this many rows. Its step count grows with the rows (45-50 steps at 20-60 rows,
+#: 64 at 90, ~100 at 135-140, 90-210 at 210: long steps land next to the boundary
+#: ||G|| = 1 and recover slowly); the primal-dual method of attnsvm.svm_nuclear_pd takes
+#: 15-22 iterations of about twice the cost. Measured crossover (E3 sizes, opt tokens):
+#: barrier 7.5-13 ms vs 12-20 ms up to 60 rows, even at 70, 18.6 vs 13.0 ms at 90, 32 vs 17
+#: ms at 135-140 rows (BENCHMARKS.md, "The nuclear SVM past the barrier's rows")
+BARRIER_MAX_ROWS = 80
+#: reduced size and rows up to which the primal-dual method (attnsvm.svm_nuclear_pd) is tried
+#: first above BARRIER_MAX_ROWS: (50, 20, 100) has size 150 and 950 rows
+PD_MAX_SIZE = 150
+PD_MAX_ROWS = 1000
 #: reduced SDP size ``r_l + r_r`` up to which Clarabel (interior point, exact, slow) is used
 CLARABEL_MAX_SIZE = 30
 SCS_OPTIONS = dict(eps_abs=1e-8, eps_rel=1e-8, max_iters=200_000, acceleration_lookback=10)
@@ -308,6 +323,20 @@ def _solve_barrier(prob: _Direct) -> tuple[str, np.ndarray | None, np.ndarray | 
     """
     cons = prob.cons
     res = solve_dual_barrier(prob.a, cons.right @ prob.U_r, cons.rhs)
+    return _lift_certificate(prob, res)
+
+
+def _solve_primal_dual(prob: _Direct) -> tuple[str, np.ndarray | None, np.ndarray | None]:
+    """The primal-dual method of :mod:`attnsvm.svm_nuclear_pd` on the reduced rows.
+
+    Like the barrier's, its answer counts only through the certified gap (``GAP_TOL``).
+    """
+    cons = prob.cons
+    return _lift_certificate(prob, solve_primal_dual(prob.a, cons.right @ prob.U_r, cons.rhs))
+
+
+def _lift_certificate(prob: _Direct, res) -> tuple[str, np.ndarray | None, np.ndarray | None]:
+    """(status, full-size W, multipliers) of a reduced barrier / primal-dual result."""
     if res is None:
         return "breakdown", None, None
     return "certificate", prob.U_l @ res.M @ prob.U_r.T, res.lam
@@ -334,12 +363,17 @@ def _try_direct(cons: Constraints, t0: float) -> SVMResult | None:
         messages.append("feasibility certified by structure")
     size = sum(prob.shape)
     order = ["clarabel", "scs"] if size <= CLARABEL_MAX_SIZE else ["scs", "clarabel"]
-    if size <= BARRIER_MAX_SIZE and cons.n_rows <= BARRIER_MAX_ROWS and np.all(cons.rhs > 0):
-        order.insert(0, "barrier")
+    if np.all(cons.rhs > 0):
+        if size <= BARRIER_MAX_SIZE and cons.n_rows <= BARRIER_MAX_ROWS:
+            order.insert(0, "barrier")
+        elif size <= PD_MAX_SIZE and cons.n_rows <= PD_MAX_ROWS:
+            order.insert(0, "primal-dual")
     for solver in order:
         try:
             if solver == "barrier":
                 status, W, lam = _solve_barrier(prob)
+            elif solver == "primal-dual":
+                status, W, lam = _solve_primal_dual(prob)
             else:
                 status, x, lam = _solve_direct(prob, solver)
                 W = None if x is None or not np.all(np.isfinite(x)) else prob.lift(x)

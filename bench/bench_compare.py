@@ -1,6 +1,7 @@
 """attnsvm vs the notebook-style baseline (bench/baseline.py), measured side by side in one run.
 
 Usage: python bench/bench_compare.py [--sections cells,e2,e3] [--sizes 6,8,10/20,15,50/...]
+       [--official DIR]
 Prints one row per comparison: attnsvm seconds, baseline seconds, ratio (baseline / attnsvm),
 agreement. Both sides run with one torch thread in the same process, interleaved.
 
@@ -16,7 +17,21 @@ Sections (``--sections``, comma-separated; default cells,e2,e3)
   on --e2-base-seeds seeds x {W, KQ}, extrapolated linearly to 100 seeds.
 * e3: E3 at paper size (n x T x d grid of config/paper.yaml, 100 seeds, no training):
   attnsvm on --e3-seeds seeds per grid point, the baseline on --e3-base-seeds, both
-  extrapolated linearly to 100 seeds.
+  extrapolated linearly to 100 seeds. attnsvm runs twice: "before" with the old routes
+  forced (the dual barrier up to 150 rows, Clarabel / SCS past them:
+  ``svm_nuclear.BARRIER_MAX_ROWS = 150``, ``PD_MAX_ROWS = 0``), then as it is; the baseline
+  and, with --official, the official notebook's solver run once.
+* nucrows: per-solve time of the nuclear SVM at E3's n = T = 15 (210 rows; d = 5, 10, 15,
+  20 of config/paper.yaml, opt tokens, --rows-seeds seeds each, feasible ones only): the old
+  route (Clarabel / SCS, forced as above), the primal-dual route, the baseline's cvxpy model
+  and, with --official, the official notebook's ``W_svm_solver``; with --rows-big also one
+  instance at (50, 20, 100) (950 rows).
+
+--official DIR: a directory holding ``base.py`` of the official notebooks
+(umich-sota/TF-as-SVM, e.g. ``git -C <clone> show HEAD:base.py > DIR/base.py``); its
+``W_svm_solver`` (one cvxpy constraint per pair, cvxpy's default solver, ranks with
+``numpy.linalg.matrix_rank(tol=1e-7)`` as in svm_rank.ipynb) then runs as a second baseline.
+It is imported from DIR, never copied into this repository.
 """
 
 from __future__ import annotations
@@ -29,6 +44,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import importlib.util  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -196,32 +212,145 @@ def bench_e2(args) -> None:
     )  # fmt: skip
 
 
-def bench_e3(args) -> None:
+def load_official(path: str | None):
+    """The official notebooks' ``base`` module from DIR/base.py (see --official), or None."""
+    if not path:
+        return None
+    spec = importlib.util.spec_from_file_location("tf_as_svm_base", Path(path) / "base.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def official_nuclear(mod, X, Z, alpha, fro: bool = False):
+    """svm_rank.ipynb's call: ``W_svm_solver`` on float64 tensors, cross attention."""
+    Xt, Zt = torch.as_tensor(X, dtype=torch.float64), torch.as_tensor(Z, dtype=torch.float64)
+    try:
+        W = mod.W_svm_solver(Xt, torch.as_tensor(alpha), cross_input=Zt, cross_attn=True, fro=fro)
+    except Exception:  # noqa: BLE001 - the notebook skips any failing seed the same way
+        return None
+    return None if W is None else np.asarray(W)
+
+
+def official_rank_instance(mod, cell: Cell) -> dict:
+    """One E3 instance the notebook's way: both SVMs, ranks with matrix_rank(tol=1e-7)."""
+    ds = make_dataset(cell)
+    opt = optimal_tokens(ds)
+    fro = official_nuclear(mod, ds.X, ds.Z, opt, fro=True)
+    nuc = official_nuclear(mod, ds.X, ds.Z, opt)
+    rk = [-1 if W is None else int(np.linalg.matrix_rank(W, tol=1e-7)) for W in (fro, nuc)]
+    return {"rank_fro": rk[0], "rank_nuc": rk[1]}
+
+
+def force_old_route():
+    """Context: the routes before the primal-dual method (barrier <= 150 rows, then conic)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def ctx():
+        old = svm_nuclear.BARRIER_MAX_ROWS, svm_nuclear.PD_MAX_ROWS
+        svm_nuclear.BARRIER_MAX_ROWS, svm_nuclear.PD_MAX_ROWS = 150, 0
+        try:
+            yield
+        finally:
+            svm_nuclear.BARRIER_MAX_ROWS, svm_nuclear.PD_MAX_ROWS = old
+
+    return ctx()
+
+
+def bench_nucrows(args, official) -> None:
+    """Per-solve nuclear SVM at E3's n = T = 15 (210 rows): old route, new route, baselines."""
+    shapes = [(15, 15, d) for d in (5, 10, 15, 20)]
+    if args.rows_big:
+        shapes.append((50, 20, 100))
+    tot = {"old": [], "new": [], "base": [], "off": []}
+    for n, T, d in shapes:
+        seeds = 1 if d >= 100 else args.rows_seeds
+        t = {k: [] for k in tot}
+        agree, diffs, solvers, used = 0, [], set(), 0
+        for s in range(seeds * (10 if d == 5 else 1)):  # d = 5: few seeds are feasible
+            ds = make_dataset(Cell(n=n, T=T, d=d, train=False, seed=s))
+            opt = optimal_tokens(ds)
+            cons = att_svm_constraints(ds.X, ds.Z, opt)
+            if not solve_frobenius(cons).feasible:
+                continue
+            used += 1
+            with force_old_route():
+                old, dt = B.timed(solve_nuclear, cons)
+            t["old"].append(dt)
+            new, dt = B.timed(solve_nuclear, cons)
+            t["new"].append(dt)
+            solvers.add((old.solver, new.solver))
+            agree += int(rank(old.W) == rank(new.W))
+            diffs.append(abs(new.objective - old.objective) / old.objective)
+            _, dt = B.timed(B.svm, ds.X, ds.Z, opt, "nuc")
+            t["base"].append(dt)
+            if official is not None:
+                _, dt = B.timed(official_nuclear, official, ds.X, ds.Z, opt)
+                t["off"].append(dt)
+            if used >= seeds:
+                break
+        for k in tot:
+            tot[k] += t[k]
+        tag = f"({n},{T},{d}) nuclear SVM, {n * (T - 1)} rows"
+        note = (
+            f"{used} instances; routes old/new {sorted(solvers)}; rank old = new on "
+            f"{agree}/{used}; obj. rel. diff max {max(diffs):.1e}"
+        )
+        row(f"{tag}: new route vs old route", np.median(t["new"]), np.median(t["old"]), note)
+        if t["base"]:
+            row(f"{tag}: new route vs baseline", np.median(t["new"]), np.median(t["base"]))
+        if t["off"]:
+            row(f"{tag}: new route vs official", np.median(t["new"]), np.median(t["off"]))
+    e3 = [k for k in tot if tot[k]]
+    print("medians over every instance above, s per solve: " + ", ".join(
+        f"{k} {np.median(tot[k]):.4g}" for k in e3
+    ))  # fmt: skip
+
+
+def bench_e3(args, official) -> None:
     seeds = 100
     grid = [
         (n, T, d) for n in (5, 10, 15) for T in (5, 10, 15) for d in (1, 2, 3, 4, 5, 10, 15, 20)
     ]
     ka, kb = args.e3_seeds, args.e3_base_seeds
     cells = [Cell(n=n, T=T, d=d, train=False, seed=s) for n, T, d in grid for s in range(ka)]
+    with force_old_route():
+        t0 = time.perf_counter()
+        res_old = run_cells(cells, device="cpu")
+        fast_old = (time.perf_counter() - t0) * seeds / ka
     t0 = time.perf_counter()
     res = run_cells(cells, device="cpu")
     fast = (time.perf_counter() - t0) * seeds / ka
-    t0 = time.perf_counter()
-    agree = total = 0
+    same = sum(
+        int(a.scalars["rank_nuc_opt"] == b.scalars["rank_nuc_opt"])
+        for a, b in zip(res_old, res, strict=True)
+    )
     by = {(r.cell.n, r.cell.T, r.cell.d, r.cell.seed): r for r in res}
-    for n, T, d in grid:
-        for s in range(kb):
-            out = B.run_rank_instance(Cell(n=n, T=T, d=d, train=False, seed=s))
-            r = by.get((n, T, d, s))
-            if r is not None:
-                total += 1
-                agree += int(out["rank_nuc"] == r.scalars["rank_nuc_opt"])
-    slow = (time.perf_counter() - t0) * seeds / kb
-    row(
-        f"E3 whole ({len(grid)} grid points x 100 seeds)", fast, slow,
-        f"attnsvm timed on {ka}, baseline on {kb} seeds per point, both extrap. to 100; "
-        f"nuclear rank equal (rel. tol 1e-6) on {agree}/{total} shared instances",
-    )  # fmt: skip
+    sides = {"baseline": lambda cell: B.run_rank_instance(cell)}
+    if official is not None:
+        sides["official"] = lambda cell: official_rank_instance(official, cell)
+    for name, run_one in sides.items():
+        t0 = time.perf_counter()
+        agree = total = 0
+        for n, T, d in grid:
+            for s in range(kb):
+                out = run_one(Cell(n=n, T=T, d=d, train=False, seed=s))
+                r = by.get((n, T, d, s))
+                if r is not None:
+                    total += 1
+                    agree += int(out["rank_nuc"] == r.scalars["rank_nuc_opt"])
+        slow = (time.perf_counter() - t0) * seeds / kb
+        what = f"E3 whole ({len(grid)} grid points x 100 seeds) vs {name}"
+        row(
+            f"{what}, before (barrier <= 150 rows, then Clarabel / SCS)", fast_old, slow,
+            f"attnsvm timed on {ka}, {name} on {kb} seeds per point, both extrap. to 100",
+        )  # fmt: skip
+        row(
+            f"{what}, after (primal-dual past 80 rows)", fast, slow,
+            f"nuclear rank equal on {agree}/{total} shared instances; attnsvm before = after "
+            f"on {same}/{len(res)}",
+        )  # fmt: skip
 
 
 def main() -> None:
@@ -235,11 +364,17 @@ def main() -> None:
     ap.add_argument("--e3-seeds", type=int, default=10)
     ap.add_argument("--e3-base-seeds", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--official", default=None, help="directory with the official base.py")
+    ap.add_argument("--rows-seeds", type=int, default=5, help="instances per d (nucrows)")
+    ap.add_argument("--rows-big", action="store_true", help="nucrows also at (50, 20, 100)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch threads {torch.get_num_threads()}; seconds; ratio = baseline / attnsvm")
     print("| comparison | attnsvm s | baseline s | ratio | notes |\n|---|---|---|---|---|")
     sections = args.sections.split(",")
+    official = load_official(args.official)
+    if "nucrows" in sections:
+        bench_nucrows(args, official)
     if "cells" in sections:
         for size in args.sizes.split("/"):
             bench_cells(*map(int, size.split(",")), args)
@@ -250,7 +385,7 @@ def main() -> None:
     if "e2" in sections:
         bench_e2(args)
     if "e3" in sections:
-        bench_e3(args)
+        bench_e3(args, official)
 
 
 if __name__ == "__main__":
