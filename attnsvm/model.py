@@ -241,46 +241,57 @@ class Objective:
     def __call__(
         self, theta: Tensor, grad: bool = True
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        # Every intermediate is a fresh tensor of this call, so most ops run in place: the same
+        # kernels with the operands in the same order as the out-of-place forms (so the same
+        # bits, NaN payloads included), fewer allocations. The returned loss, s, W and G are
+        # never written again.
         S, n, T, d = self.shape
         W = self.combined(theta)
         Wz = torch.bmm(self.Z, W.transpose(-1, -2))  # (S, n, d): row i is (W z_i)^T
         logits = torch.bmm(self.X_rows, Wz.view(S * n, d, 1)).view(S, n, T)
         if self.masked_out is not None:
-            logits = logits.masked_fill(self.masked_out, float("-inf"))
-        a, ls = _log_softmax_top(logits)
-        s = ls.exp()
+            logits.masked_fill_(self.masked_out, float("-inf"))
+        # _log_softmax_top, in place: z = logits - top, s = exp(z - log(sum_t exp(z_t)))
+        top, a = logits.max(dim=-1, keepdim=True)
+        z = logits.sub_(top)
+        s = z.sub_(torch.exp(z).sum(-1, keepdim=True).log_()).exp_()
         if self.c is not None:  # linear head, scores relative to the top token
             if self.stable:
                 ca = self.c.gather(-1, a)
                 e = self.c - ca
                 sse = (s * e).sum(-1, keepdim=True)
-                f = ca + sse  # (S, n, 1)
+                f = ca.add_(sse)  # (S, n, 1)
+                m = torch.mul(self.negY, f, out=f)  # -Y_i f_i
             else:
                 e = self.c
-                f = sse = (s * e).sum(-1, keepdim=True)
+                sse = (s * e).sum(-1, keepdim=True)
+                m = self.negY * sse
         else:
             xa = _reference_token(self.X, a, self.stable)
             D = self.X - xa.unsqueeze(-2)  # (S, n, T, d); row a is exactly 0
-            r = xa + (s.unsqueeze(-2) @ D).squeeze(-2)  # (S, n, d)
+            sD = torch.bmm(s.view(S * n, 1, T), D.view(S * n, T, d)).view(S, n, d)
+            r = torch.add(xa, sD, out=sD)  # (S, n, d)
             f, dh = _head_and_gradient(r, self.head, self.v, self.V, self.lam)
-            f = f.unsqueeze(-1)
-        m = self.negY * f  # (S, n, 1)
+            m = self.negY * f.unsqueeze(-1)  # (S, n, 1)
         lo, hi = torch.clamp_max(m, 0.0), torch.clamp_min(m, 0.0)
-        em = torch.exp(lo - hi)  # exp(-|m|)
-        loss = (hi + torch.log1p(em)).sum((-2, -1)) / n  # mean_i softplus(m_i)
+        em = torch.sub(lo, hi).exp_()  # exp(-|m|)
+        sp = torch.log1p(em)
+        loss = torch.add(hi, sp, out=sp).sum((-2, -1)).div_(n)  # mean_i softplus(m_i)
         if self.param == "KQ":
             sq = (theta * theta).sum((-2, -1))  # (2, S): ||K||_F^2, ||Q||_F^2
-            loss = loss + self.ridge * (sq[0] + sq[1])
+            loss += self.ridge * (sq[0] + sq[1])
         if not grad:
             return loss, s, W, None
         # sigmoid(m) = exp(min(m, 0)) / (1 + exp(-|m|)): the bits of _sigmoid, without a select
-        g = self.negY_n * (torch.exp(lo) / (1.0 + em))  # dL/df_i, (S, n, 1)
+        sig = lo.exp_().div_(em.add_(1.0))
+        g = torch.mul(self.negY_n, sig, out=sig)  # dL/df_i, (S, n, 1)
         if self.c is not None:
-            dl = (e - sse) * (s * g)
+            dl = (e.sub_(sse) if self.stable else e - sse).mul_(s * g)
         else:
             u = g * dh  # (S, n, d)
-            q = (D @ u.unsqueeze(-1)).squeeze(-1)  # (S, n, T)
-            dl = s * (q - (s * q).sum(-1, keepdim=True))
+            q = torch.bmm(D.view(S * n, T, d), u.view(S * n, d, 1)).view(S, n, T)
+            q.sub_((s * q).sum(-1, keepdim=True))
+            dl = torch.mul(s, q, out=q)
         P = torch.bmm(self.X_cols, dl.view(S * n, T, 1)).view(S, n, d)  # X_i^T dl_i
         GW = torch.bmm(P.transpose(-1, -2), self.Z)  # (S, d, d)
         if self.param == "W":

@@ -53,6 +53,8 @@ def _check_checkpoints(checkpoints: Sequence[int], iterations: int) -> list[int]
 def _normalized_step(G: Tensor, lr: float, eps: float) -> Tensor:
     """``lr G / (||G||_F + eps)`` per matrix (SCIENCE.md section 3), over the last two axes.
 
+    Computed in place: the result is G's storage (G itself is not kept).
+
     Evaluated as ``(G/m) * lr / (||G/m||_F + eps/m)`` with ``m = max |G|`` per matrix, so
     squaring neither underflows (tiny gradients near saturation) nor overflows. ``m`` is raised
     to at least the dtype's smallest normal number: that changes nothing when ``max |G|`` is
@@ -60,9 +62,12 @@ def _normalized_step(G: Tensor, lr: float, eps: float) -> Tensor:
     and gives exactly 0 where G = 0.
     """
     m = G.abs().amax(dim=(-2, -1), keepdim=True).clamp_min_(torch.finfo(G.dtype).tiny)
-    Gs = G / m
-    nrm = torch.linalg.vector_norm(Gs, dim=(-2, -1), keepdim=True)
-    return Gs * (lr / (nrm + eps / m))
+    Gs = G.div_(m)  # G, a fresh gradient of this step, is overwritten
+    # lr / (nrm + eps / m) in place, with the roundings of Python's ``scalar / tensor``
+    # (Tensor.__rtruediv__ is ``reciprocal() * scalar``: two roundings, kept for the bits)
+    den = torch.linalg.vector_norm(Gs, dim=(-2, -1), keepdim=True)
+    den += m.reciprocal_().mul_(eps)  # m is not needed any more
+    return Gs.mul_(den.reciprocal_().mul_(lr))
 
 
 def _zero_if_finite(t: Tensor, dims: tuple[int, ...]) -> Tensor:
@@ -99,9 +104,10 @@ def _descend(
     attended token, the output and the loss NaN.
 
     ``freeze=True``: a seed that fails at step k keeps ``theta(k)`` from then on (one masked
-    select per step) and gets ``bad_at = k``. ``freeze=False`` skips the select and leaves a
-    failed seed's later values meaningless (seeds never interact, so the others are
-    unaffected); only ``alive`` is then valid.
+    select per step) and gets ``bad_at = k``. ``freeze=False`` skips the select and the
+    per-step test, updates theta in place, and leaves a failed seed's later values
+    meaningless (seeds never interact, so the others are unaffected); only ``alive`` is then
+    valid, tested once at the end on the sum of the losses and the last theta.
 
     Returns on-device ``(W (S,C,d,d), softmax (S,C,n,T), loss (S,C), alive (S,), bad_at (S,))``
     with W, softmax and loss in float64.
@@ -121,6 +127,9 @@ def _descend(
     steps_alive = torch.zeros(S, dtype=torch.int64, device=dev)  # = bad_at once a seed fails
     seed_dims = (1, 2) if theta.dim() == 3 else (0, 2, 3)  # all axes of theta but the seed's
     every = max(1, iterations // 100)
+    if not freeze:
+        theta = theta.clone()  # updated in place below; the caller's tensor stays as it is
+        loss_sum = torch.zeros(S, dtype=theta.dtype, device=dev)
     for k in range(iterations + 1):
         last = k == iterations
         if progress is not None and k and (k % every == 0 or last):
@@ -131,6 +140,20 @@ def _descend(
             W_buf[:, c] = W
             sm_buf[:, c] = s
             loss_buf[:, c] = loss
+        if not freeze:
+            # No per-step test: a non-finite loss makes loss_sum non-finite for good (inf and
+            # NaN absorb finite terms), and so does a non-finite entry of theta for theta
+            # itself (x - step is inf or NaN when x is). So "loss_sum and the last theta are
+            # finite" is "every loss and every theta was": one add per step instead of six
+            # kernels. A finite sum that overflows would only flag a good seed, which the
+            # frozen re-run of train_batch then finds finite, with the same bits.
+            loss_sum += loss
+            if last:
+                probe = loss_sum + _zero_if_finite(theta, seed_dims)
+                alive &= (probe - probe) == 0.0
+                break
+            theta -= step(G)  # W (an alias of theta) was copied out above if it is kept
+            continue
         probe = loss
         if not last:
             new = theta - step(G)
@@ -138,11 +161,8 @@ def _descend(
         alive &= (probe - probe) == 0.0  # probe is finite
         if last:
             break
-        if freeze:
-            steps_alive += alive
-            theta = torch.where(alive.view(S, 1, 1), new, theta)
-        else:
-            theta = new
+        steps_alive += alive
+        theta = torch.where(alive.view(S, 1, 1), new, theta)
     bad_at = torch.where(alive, -1, steps_alive)
     return W_buf, sm_buf, loss_buf, alive, bad_at
 

@@ -275,3 +275,49 @@ def test_correlation_with_svm_does_not_decrease_to_20000(dtype):
         alpha = text.softmax[s, -1].argmax(-1)
         Wmm = _svm_direction(b["X"][s], b["Z"][s], alpha)
         assert corr(text.W[s, -1], Wmm) < 0.95
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_in_place_normalized_step_has_the_bits_of_the_formula(dtype):
+    from attnsvm.train import _normalized_step
+
+    g = torch.Generator().manual_seed(0)
+    G = torch.randn(2, 7, 5, 4, generator=g, dtype=torch.float64).to(dtype)
+    G[0, 1] = 0.0  # zero gradient: zero step
+    G[1, 2] *= torch.finfo(dtype).tiny  # subnormal entries
+    G[0, 3] *= 1e30  # large
+    lr, eps = 0.1, float(torch.finfo(dtype).tiny)
+    m = G.abs().amax(dim=(-2, -1), keepdim=True).clamp_min(eps)
+    Gs = G / m
+    want = Gs * (lr / (torch.linalg.vector_norm(Gs, dim=(-2, -1), keepdim=True) + eps / m))
+    got = _normalized_step(G.clone(), lr, eps)
+    assert got.numpy().tobytes() == want.numpy().tobytes()
+
+
+def test_unfrozen_pass_flags_a_loss_that_is_non_finite_at_one_step_only():
+    from attnsvm.train import _descend
+
+    S, d = 4, 3
+    theta = torch.zeros(S, d, d, dtype=torch.float64)
+    calls = []
+
+    def evaluate(th, grad):
+        k = len(calls)
+        calls.append(k)
+        loss = torch.ones(S, dtype=torch.float64)
+        if k == 3:
+            loss[1] = float("inf")  # seed 1: one bad loss, finite again afterwards
+        G = torch.ones_like(th)
+        if k == 5:
+            G[2, 0, 0] = float("-inf")  # seed 2: a non-finite step
+        return loss, torch.zeros(S, 1, 1, dtype=torch.float64), th, G
+
+    for freeze in (False, True):
+        calls.clear()
+        *_, alive, bad_at = _descend(
+            evaluate, theta, lambda G: 0.1 * G, [0, 10], 10, freeze=freeze, n=1, T=1
+        )
+        assert alive.tolist() == [True, False, False, True]
+        if freeze:
+            assert bad_at.tolist() == [-1, 3, 5, -1]
+    assert (theta == 0).all()  # the caller's tensor is not updated in place
