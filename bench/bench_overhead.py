@@ -72,7 +72,7 @@ def main() -> None:
                             "seeds": 1,
                             "block_size": 1,
                         }
-                    }
+                    },
                 }
             )["x"]
             blocks = exp.blocks()

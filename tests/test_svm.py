@@ -69,6 +69,7 @@ def random_instances(count: int, max_d: int, seed: int = 0):
 
 ROUTES = ("nnls-dual", "clarabel-dual", "osqp-dual", "clarabel-primal", "osqp-primal")
 
+
 # ----------------------------------------------------------------------------- agreement
 def test_frobenius_agrees_with_cvxpy_primal():
     checked = infeasible = 0
