@@ -119,9 +119,10 @@ def collect_sweep(
     axis_pos = {k: {repr(v): i for i, v in enumerate(vals)} for k, vals in experiment.axes.items()}
     loaded = []
     provenance = {}
+    blocks = experiment.blocks()
     found = [
         (block, block_paths[block.name])
-        for block in experiment.blocks()
+        for block in blocks
         if block.name in block_paths and os.path.lexists(block_paths[block.name])
     ]
     stores = load_blocks([path for _, path in found], workers)
@@ -193,7 +194,7 @@ def collect_sweep(
             "grid": json.dumps(experiment.axes),
             "seeds": list(experiment.seeds),
             "n_cells": experiment.n_cells,
-            "n_blocks": len(experiment.blocks()),
+            "n_blocks": len(blocks),
             "n_blocks_found": len(loaded),
             "status_counts": json.dumps(counts),
             "blocks": json.dumps(provenance, sort_keys=True),

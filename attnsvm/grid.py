@@ -578,20 +578,24 @@ def parse_config(config: Any) -> dict[str, Experiment]:
         for name, raw in exps.items()
     ]
     _check_max_cells(sum(e.n_cells for e in shapes), limit, "max_cells" not in config)
-    # blocks are counted from the axes' lengths first; packing (block_seconds) can only
-    # lower that count, and counting packs needs one valid cell per grid point
-    for count in ("unpacked", "packed"):
-        if count == "packed":
-            shapes = [_check_cells(e, mem_mb) for e in shapes]
-        n_blocks = sum(e.n_blocks if count == "packed" else e.n_blocks_unpacked for e in shapes)
-        if n_blocks > max_blocks and (count == "packed" or not any(_packs(e) for e in shapes)):
-            default = "the default " if "max_blocks" not in config else ""
-            raise ConfigError(
-                f"config: the grid has {n_blocks} blocks (workflow jobs), more than "
-                f"{default}max_blocks={max_blocks}; raise block_size (seeds per job), "
-                "block_seconds (packs cheap grid points) or max_blocks"
-            )
-    return {e.name: e for e in shapes}
+    # blocks are counted from the axes' lengths before any cell is built; packing
+    # (block_seconds) can only lower that count, and counting packs needs valid cells
+    unpacked = sum(e.n_blocks_unpacked for e in shapes)
+    if unpacked > max_blocks and not any(_packs(e) for e in shapes):
+        raise _too_many_blocks(unpacked, max_blocks, "max_blocks" not in config)
+    checked = [_check_cells(e, mem_mb) for e in shapes]
+    n_blocks = sum(e.n_blocks for e in checked)
+    if n_blocks > max_blocks:
+        raise _too_many_blocks(n_blocks, max_blocks, "max_blocks" not in config)
+    return {e.name: e for e in checked}
+
+
+def _too_many_blocks(n_blocks: int, max_blocks: int, default: bool) -> ConfigError:
+    return ConfigError(
+        f"config: the grid has {n_blocks} blocks (workflow jobs), more than "
+        f"{'the default ' if default else ''}max_blocks={max_blocks}; raise block_size "
+        "(seeds per job), block_seconds (packs cheap grid points) or max_blocks"
+    )
 
 
 def _packs(exp: Experiment) -> bool:

@@ -51,11 +51,6 @@ class Paths:
         return f"{self.results}/run_info.rst"
 
 
-def estimate_block_seconds(block: Block) -> float:
-    """Rough CPU seconds of a block's cells, for job runtimes and remaining-time estimates."""
-    return block.predicted_seconds()
-
-
 JOB_STARTUP_SECONDS = 3.0
 RESULTS_PRIORITY = 10_000  # above any block's priority (one per experiment)
 LOCAL_HOURS_WARN = 12.0
@@ -88,7 +83,7 @@ class Plan:
     def block_minutes(self, exp: str, block: str) -> int:
         """Runtime request for a block job in minutes (estimate x 3 + 5 min start-up slack)."""
         b = self._blocks[exp][block]
-        return int(5 + 3 * estimate_block_seconds(b) / 60)
+        return int(5 + 3 * b.predicted_seconds() / 60)
 
     def priority(self, exp: str, results: bool = False) -> int:
         """Snakemake job priority: experiments in config order, each one's results first.
@@ -104,7 +99,7 @@ class Plan:
     def block_seconds(self, exp: str) -> dict[str, float]:
         """Predicted seconds of every block job of ``exp``, start-up included (rough)."""
         return {
-            name: estimate_block_seconds(b) + JOB_STARTUP_SECONDS
+            name: b.predicted_seconds() + JOB_STARTUP_SECONDS
             for name, b in self._blocks[exp].items()
         }
 
@@ -174,9 +169,9 @@ class Plan:
         )  # key order kept: axis order defines block names and sweep dims
 
     def estimated_seconds(self) -> float:
-        """Predicted CPU seconds of every block of the plan (rough, see estimate_block_seconds)."""
+        """Predicted CPU seconds of every block of the plan (rough, see Block.predicted_seconds)."""
         return sum(
-            estimate_block_seconds(b) + JOB_STARTUP_SECONDS
+            b.predicted_seconds() + JOB_STARTUP_SECONDS
             for blocks in self._blocks.values()
             for b in blocks.values()
         )
