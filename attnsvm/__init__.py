@@ -1,4 +1,4 @@
-"""attnsvm: does gradient descent on attention converge to the attention SVM? (SCIENCE.md)."""
+"""attnsvm: does gradient descent on attention converge to the attention SVM? (docs/science.md)."""
 
 from importlib.metadata import PackageNotFoundError, version
 
@@ -7,13 +7,13 @@ try:
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
 
-from attnsvm.cell import Cell, CellError  # noqa: E402
+from attnsvm.config.cell import Cell, CellError  # noqa: E402
 
 __all__ = ["Cell", "CellError", "__version__", "run_cells"]
 
 
 def run_cells(cells, device="auto"):
-    """Train and solve a list of cells, batched by shape; see :func:`attnsvm.run.run_cells`."""
-    from attnsvm.run import run_cells as _run
+    """Train and solve cells, batched by shape (:func:`attnsvm.sweep.compute.run_cells`)."""
+    from attnsvm.sweep.compute import run_cells as _run
 
     return _run(cells, device=device)

@@ -8,7 +8,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from attnsvm.cell import CHOICES, FIELD_DOCS, Cell, CellError
+from attnsvm.config.cell import CHOICES, FIELD_DOCS, Cell, CellError
 
 DESCRIPTION = """\
 Gradient descent on one-layer attention against the attention SVMs (docs/science.md).
@@ -140,8 +140,8 @@ def _error(message: str) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from attnsvm.grid import ConfigError
-    from attnsvm.status import print_status
+    from attnsvm.config.grid import ConfigError
+    from attnsvm.sweep.status import print_status
 
     try:
         return print_status(
@@ -157,9 +157,9 @@ def _status(args: argparse.Namespace) -> int:
 
 def _check_config(path: str) -> int:
     """Parse and validate a config file; name the file, line and key of the first problem."""
-    from attnsvm.config_io import load_config_file
-    from attnsvm.grid import ConfigError, describe_cost
-    from attnsvm.workflow_plan import Plan
+    from attnsvm.config.files import load_config_file
+    from attnsvm.config.grid import ConfigError, describe_cost
+    from attnsvm.sweep.plan import Plan
 
     try:
         raw = load_config_file(path)
@@ -177,7 +177,7 @@ def _check_config(path: str) -> int:
 
 
 def _run_cell(args: argparse.Namespace) -> int:
-    from attnsvm.cell import check_run_cost
+    from attnsvm.config.cell import check_run_cost
 
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(Cell)}
     try:
@@ -185,7 +185,7 @@ def _run_cell(args: argparse.Namespace) -> int:
         warning = check_run_cost(cell)
     except CellError as err:
         return _error(str(err))
-    from attnsvm.device import DeviceUnavailableError, resolve_device
+    from attnsvm.gd.device import DeviceUnavailableError, resolve_device
 
     try:  # before any work: an unusable device is one error, not a failed cell
         resolve_device(args.device)
@@ -193,8 +193,8 @@ def _run_cell(args: argparse.Namespace) -> int:
         return _error(str(err))
     if warning:
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
-    from attnsvm.report_text import cell_summary, cell_summary_dict
-    from attnsvm.run import run_cells
+    from attnsvm.report.text import cell_summary, cell_summary_dict
+    from attnsvm.sweep.compute import run_cells
 
     (res,) = run_cells([cell], device=args.device, progress=args.progress)
     if args.json:

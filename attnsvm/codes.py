@@ -1,4 +1,5 @@
-"""Integer status codes used in stores (CF ``flag_values`` / ``flag_meanings`` style)."""
+"""The one table of codes: integer status codes used in stores (CF ``flag_values`` /
+``flag_meanings`` style) and in results; every other module uses these tables."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ SVM_STATUS = ("optimal", "optimal_inaccurate", "infeasible", "solver_error", "no
 """Status of one SVM solve; not_solved: that SVM was not attempted for this cell."""
 
 CONVERGENCE = ("global", "local", "not-local")
-"""Convergence type of a GD run by its selection alpha, the paper's rule (SCIENCE.md section
-5); -1 where not applicable."""
+"""Convergence type of a GD run by its selection alpha, the paper's rule (docs/science.md §5,
+Metrics; :func:`attnsvm.sweep.metrics.selection_type`); -1 where not applicable."""
 
 CONVERGENCE_STRICT = ("global", "local", "not-local", "unsaturated")
-"""Convergence type by the strict rule (unsaturated first, then corr >= threshold; SCIENCE.md
-section 5); -1 where not applicable."""
+"""Convergence type by the strict rule (unsaturated first, then corr >= threshold;
+docs/science.md §5, Metrics; :func:`attnsvm.sweep.metrics.convergence_type`); -1 where not
+applicable."""
 
 NOT_APPLICABLE = -1
 
@@ -29,8 +31,13 @@ EXIT_ENVIRONMENT = 75
 """Exit status of a block worker that failed for an environmental reason (sysexits'
 EX_TEMPFAIL)."""
 
+OLD_MARK = ".old-"
+"""Marks an output moved aside while its replacement is renamed into place:
+``.<name>.old-<id>`` (removed right after; left only by a killed writer)."""
+
 PARTIAL_MARK = ".partial-"
-"""Marks a store being written: ``.<name>.zarr.partial-<pid>-<id>`` (hidden, never finished)."""
+"""Marks an output being written: ``.<name>.partial-<host>-<pid>-<id>`` (hidden, never finished;
+:func:`attnsvm.atomic.partial_path`)."""
 
 
 def encode(value: str, table: tuple[str, ...]) -> int:

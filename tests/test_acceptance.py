@@ -1,19 +1,23 @@
-"""Acceptance checks of the science core at the E2 setting (SCIENCE.md sections 3-6)."""
+"""Acceptance checks of the science core at the E2 setting (SCIENCE.md sections 3-6).
+
+The setting is E2's in the default sweep (config/config.yaml, experiment e2_local), run here
+with more seeds than the sweep has.
+"""
 
 import numpy as np
 import pytest
 
 from attnsvm import Cell
-from attnsvm.run import run_cells
+from attnsvm.sweep.compute import run_cells
+from tests.workflow_helpers import real_config
 
 SEEDS = range(20)
+E2 = real_config()["experiments"]["e2_local"]["fixed"]  # n, T, d, iterations
 
 
 @pytest.fixture(scope="module")
 def e2_results():
-    cells = [
-        Cell(n=6, T=8, d=10, iterations=2000, param=p, seed=s) for p in ("W", "KQ") for s in SEEDS
-    ]
+    cells = [Cell(**E2, param=p, seed=s) for p in ("W", "KQ") for s in SEEDS]
     res = run_cells(cells, device="cpu")
     assert all(r.status == "ok" for r in res)
     return {p: [r for r in res if r.cell.param == p] for p in ("W", "KQ")}
@@ -40,15 +44,13 @@ def test_e2_softmax_saturates_and_types_are_counted(e2_results):
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_no_late_decay_to_20000_iterations(dtype):
-    """corr(W(k), W_mm(alpha)) does not decrease between 2000 and 20000 iterations."""
-    cells = [
-        Cell(n=6, T=8, d=10, iterations=20000, checkpoint_count=40, dtype=dtype, seed=s)
-        for s in SEEDS
-    ]
+    """corr(W(k), W_mm(alpha)) does not decrease between E2's 2000 and 20000 iterations."""
+    long = {**E2, "iterations": 20000, "checkpoint_count": 40}
+    cells = [Cell(**long, dtype=dtype, seed=s) for s in SEEDS]
     res = run_cells(cells, device="cpu")
     for r in res:
         assert r.status == "ok"
-        late = r.iterations >= 2000
+        late = r.iterations >= E2["iterations"]
         curve = r.curves["corr_fro_alpha"][late]
         assert np.all(np.diff(curve) >= -1e-9), (r.cell.seed, curve)
     assert np.mean([r.scalars["corr_fro_alpha"] for r in res]) >= 0.99

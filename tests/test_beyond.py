@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from attnsvm import Cell, run_cells
-from attnsvm.cell import CellError
-from attnsvm.constraints import att_svm_constraints, sequence_constraints
-from attnsvm.data import make_dataset, optimal_tokens
-from attnsvm.lowrank import solve_rank_constrained
-from attnsvm.model import loss_and_grad, loss_fn
-from attnsvm.sequence import constraints as seq_constraints
-from attnsvm.sequence import expand
+from attnsvm.config.cell import CellError
+from attnsvm.gd.data import make_dataset, optimal_tokens
+from attnsvm.gd.model import loss_and_grad, loss_fn
 from attnsvm.svm import solve_frobenius, solve_nuclear
+from attnsvm.svm.constraints import att_svm_constraints, sequence_constraints
+from attnsvm.svm.lowrank import solve_rank_constrained
+from attnsvm.svm.sequence import constraints as seq_constraints
+from attnsvm.svm.sequence import expand
 
 # ----------------------------------------------------------------------------- cell fields
 
@@ -169,11 +169,11 @@ def test_new_figures_render_from_tiny_pipeline(tmp_path):
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_rgb
 
-    from attnsvm.block import run_block
-    from attnsvm.collect import collect_sweep
-    from attnsvm.figures import figure_module, make_figure
-    from attnsvm.grid import parse_experiment
-    from attnsvm.summary import summarize
+    from attnsvm.config.grid import parse_experiment
+    from attnsvm.report.figures import figure_module, make_figure
+    from attnsvm.sweep.collect import collect_sweep
+    from attnsvm.sweep.summary import summarize
+    from attnsvm.sweep.worker import write_block
 
     base = {"n": 3, "T": 4, "d": 4, "iterations": 200}
     specs = {
@@ -195,7 +195,9 @@ def test_new_figures_render_from_tiny_pipeline(tmp_path):
         paths = {}
         for b in exp.blocks():
             out = tmp_path / fig / f"{b.name}.zarr"
-            paths[b.name] = run_block(b.cells, out, experiment=exp.name, block=b.name, device="cpu")
+            paths[b.name] = write_block(
+                b.cells, out, experiment=exp.name, block=b.name, device="cpu"
+            )
         sweep = collect_sweep(exp, paths)
         summary = summarize(sweep)
         pdf, png = tmp_path / f"{fig}.pdf", tmp_path / f"{fig}.png"
@@ -229,7 +231,7 @@ def test_new_figures_render_from_tiny_pipeline(tmp_path):
 
 
 def test_phase_line_runs_along_cell_edges():
-    from attnsvm.figures.b_phase import threshold_staircase
+    from attnsvm.report.figures.phase import threshold_staircase
 
     # d = 2, 4, 8; thresholds 3 (first cell with d >= 3 is d = 4), 8, 9 (none)
     sx, sy = threshold_staircase([2, 4, 8], [3, 8, 9])

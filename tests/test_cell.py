@@ -1,6 +1,6 @@
 import pytest
 
-from attnsvm.cell import Cell, CellError, checkpoint_iterations
+from attnsvm.config.cell import Cell, CellError, checkpoint_iterations
 
 
 def test_defaults_are_the_e2_setting():

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import attnsvm
-from attnsvm.cell import CHOICES, FIELD_DOCS, Cell
 from attnsvm.cli import build_parser, main
+from attnsvm.config.cell import CHOICES, FIELD_DOCS, Cell
 
 
 def _help(*args: str) -> None:

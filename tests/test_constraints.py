@@ -1,19 +1,19 @@
-"""Constraint builders (SCIENCE.md section 4) against brute-force loops."""
+"""Constraint builders (docs/science.md §4) against brute-force loops."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from attnsvm.cell import Cell
-from attnsvm.constraints import (
+from attnsvm.config.cell import Cell
+from attnsvm.gd.data import make_dataset, optimal_tokens
+from attnsvm.svm.constraints import (
     Constraints,
     att_svm_constraints,
     concatenate,
     gen_svm_constraints,
     sequence_constraints,
 )
-from attnsvm.data import make_dataset, optimal_tokens
 
 
 def _brute_att(X, Z, alpha, W):

@@ -1,7 +1,7 @@
 import numpy as np
 
-from attnsvm.cell import Cell
-from attnsvm.data import make_dataset, make_init, optimal_tokens, token_scores
+from attnsvm.config.cell import Cell
+from attnsvm.gd.data import make_dataset, make_init, optimal_tokens, token_scores
 
 
 def test_gaussian_shapes_and_norms():
@@ -62,9 +62,9 @@ def test_token_scores_and_opt():
 
 
 def test_toy2d_separates_frobenius_and_nuclear_rays():
-    from attnsvm.constraints import att_svm_constraints
-    from attnsvm.metrics import corr
     from attnsvm.svm import solve_frobenius, solve_nuclear
+    from attnsvm.svm.constraints import att_svm_constraints
+    from attnsvm.sweep.metrics import corr
 
     ds = make_dataset(Cell(generator="toy2d", n=2, T=3, d=2))
     cons = att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds))

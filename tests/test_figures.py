@@ -1,6 +1,6 @@
 """Figures E1-E6: every figure renders a non-empty PDF and PNG from synthetic sweeps with
 NaN / missing / failed cells, states the status counts in its footer, and renders from a
-tiny sweep made by the real pipeline (run_block -> collect_sweep -> summarize)."""
+tiny sweep made by the real pipeline (write_block -> collect_sweep -> summarize)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ import pytest  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from attnsvm import codes  # noqa: E402
-from attnsvm.figures import MODULES, figure_module, make_figure  # noqa: E402
-from attnsvm.figures.style import caption_notes, nan_quantiles, nan_stats  # noqa: E402
-from attnsvm.summary import summarize  # noqa: E402
+from attnsvm.report.draw import make_figure  # noqa: E402
+from attnsvm.report.figures import FIGURES as MODULES  # noqa: E402
+from attnsvm.report.figures import figure_module  # noqa: E402
+from attnsvm.report.style import caption_notes  # noqa: E402
+from attnsvm.sweep.summary import nan_quantiles, nan_stats, summarize  # noqa: E402
 
 # grid axes, fixed settings, linear or general head, per figure
 SPECS = {
@@ -35,7 +37,7 @@ FIGURES = tuple(k for k in MODULES if k in SPECS)  # new figures: tests/test_bey
 def synthetic_sweep(
     fig: str, seeds: int = 4, checkpoints: int = 6, rng_seed: int = 0, damage: bool = True
 ) -> xr.Dataset:
-    """A sweep Dataset shaped like ``attnsvm.collect`` output, with random plausible values.
+    """A sweep Dataset shaped like ``attnsvm.sweep.collect`` output, with random plausible values.
 
     With ``damage``: one missing cell (all NaN), one failed cell, NaN / -1 ranks (infeasible
     SVMs), NaN correlations (undefined Gen-SVM) and a zero max masked probability.
@@ -250,9 +252,9 @@ def test_e6_bars_are_shares_of_ok_runs():
 
 def test_e6_classes_by_selection_from_the_run():
     """A real (tiny) E6 run: the stored class follows alpha, the strict rule is kept apart."""
-    from attnsvm.cell import Cell
-    from attnsvm.metrics import convergence_type, selection_type
-    from attnsvm.run import run_cells
+    from attnsvm.config.cell import Cell
+    from attnsvm.sweep.compute import run_cells
+    from attnsvm.sweep.metrics import convergence_type, selection_type
 
     cells = [Cell(n=4, T=5, d=2, param="W", iterations=60, seed=s) for s in range(6)]
     for r in run_cells(cells, device="cpu"):
@@ -315,15 +317,15 @@ def test_unknown_figure_name():
     ],
 )
 def test_figure_from_real_pipeline_with_a_missing_block(name, raw, tmp_path):
-    from attnsvm.block import run_block
-    from attnsvm.collect import collect_sweep
-    from attnsvm.grid import parse_experiment
+    from attnsvm.config.grid import parse_experiment
+    from attnsvm.sweep.collect import collect_sweep
+    from attnsvm.sweep.worker import write_block
 
     exp = parse_experiment(name, {**raw, "figures": [name]}, 64)
     blocks = exp.blocks()
     paths = {}
     for block in blocks[:-1]:  # the last block is left missing
-        paths[block.name] = run_block(
+        paths[block.name] = write_block(
             list(block.cells),
             tmp_path / f"{block.name}.zarr",
             experiment=name,

@@ -1,6 +1,6 @@
 import pytest
 
-from attnsvm.grid import ConfigError, block_name, parse_config
+from attnsvm.config.grid import ConfigError, block_name, parse_config
 
 
 def cfg(**exp):
@@ -121,3 +121,22 @@ def test_bad_block_seconds_named(value):
         _packed(value)
     with pytest.raises(ConfigError, match="experiment 'x': 'block_seconds'"):
         _packed(0, block_seconds=value)
+
+
+def test_schema_file_is_generated_from_the_models():
+    from attnsvm.config.schema import SCHEMA_PATH, schema_yaml
+
+    assert SCHEMA_PATH.read_text() == schema_yaml(), "run: python -m attnsvm.config.schema"
+
+
+def test_validated_once_then_trusted():
+    from attnsvm.config.grid import planned_experiment
+
+    config = cfg(grid={"d": [3, 4], "param": ["W", "KQ"]}, fixed={"n": 3, "T": 3, "lam": 2.0})
+    planned = parse_config(config)["x"]
+    again = planned_experiment(config, "x")  # the job's view: the same cells, not validated
+    assert planned.checked and again.checked
+    assert [b.cells for b in again.blocks()] == [b.cells for b in planned.blocks()]
+    assert [c.digest() for b in again.blocks() for c in b.cells] == [
+        c.digest() for b in planned.blocks() for c in b.cells
+    ]

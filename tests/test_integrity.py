@@ -20,17 +20,17 @@ import xarray as xr
 import yaml
 
 from attnsvm import codes
-from attnsvm.block import run_block
-from attnsvm.block_store import open_block
-from attnsvm.collect import collect_sweep
-from attnsvm.grid import parse_config
-from attnsvm.integrity import (
+from attnsvm.config.grid import parse_config
+from attnsvm.sweep.collect import collect_sweep
+from attnsvm.sweep.integrity import (
     MANIFEST,
     StoreError,
     check_block,
     clean_stale_partials,
     verify_store,
 )
+from attnsvm.sweep.store import open_block
+from attnsvm.sweep.worker import write_block
 from tests.test_resume import science_equal
 from tests.workflow_helpers import (
     REPO,
@@ -223,7 +223,7 @@ def test_results_of_another_clone_with_other_iterations_are_recomputed(finished,
     assert int(sweep["iteration"].values[-1]) == 30
     assert json.loads(sweep.attrs["status_counts"])["ok"] == N_CELLS
     exp = parse_config(cfg)[EXP]
-    from attnsvm.block import cells_digest
+    from attnsvm.sweep.worker import cells_digest
 
     recorded = json.loads(sweep.attrs["blocks"])
     assert {b.name: cells_digest(b.cells) for b in exp.blocks()} == {
@@ -233,7 +233,7 @@ def test_results_of_another_clone_with_other_iterations_are_recomputed(finished,
 
 @pytest.mark.slow
 def test_changed_workflow_script_does_not_rerun_finished_blocks(clone, finished):
-    script = clone / "workflow/scripts/run_block.py"
+    script = clone / "workflow/scripts/block.py"
     script.write_text(script.read_text() + "# a git pull changed this comment\n")
     script.touch()
     proc = resume(clone)
@@ -244,7 +244,7 @@ def test_changed_workflow_script_does_not_rerun_finished_blocks(clone, finished)
 
 @pytest.mark.slow
 def test_disk_full_block_is_retried_by_a_plain_resume(clone, finished, monkeypatch):
-    from attnsvm.block import FAULT_ENV
+    from attnsvm.sweep.worker import FAULT_ENV
 
     store = a_block(clone)
     shutil.rmtree(store)
@@ -262,7 +262,7 @@ def test_disk_full_block_is_retried_by_a_plain_resume(clone, finished, monkeypat
 
 @pytest.mark.slow
 def test_reproducible_crash_stays_failed_until_forced(clone, finished, monkeypatch):
-    from attnsvm.block import FAULT_ENV
+    from attnsvm.sweep.worker import FAULT_ENV
 
     shutil.rmtree(a_block(clone))
     monkeypatch.setenv(FAULT_ENV, "kill:param=KQ_seeds=2-3")
@@ -299,9 +299,9 @@ def test_damaged_block_read_by_collect_fails_naming_the_store(clone):
     data[-1] ^= 0x01
     chunk.write_bytes(bytes(data))
     code = (
-        "from attnsvm.workflow_plan import Plan; import yaml; "
+        "from attnsvm.sweep.plan import Plan; import yaml; "
         "p = Plan.from_config(yaml.safe_load(open('c.yaml'))); "
-        f"from attnsvm.workflow_plan import collect_experiment as c; "
+        f"from attnsvm.sweep.plan import collect_experiment as c; "
         f"c(p.experiment_config('{EXP}'), p.block_paths('{EXP}'), 'out.zarr')"
     )
     proc = subprocess.run(
@@ -357,7 +357,7 @@ def one_block(tmp_path_factory):
     exp = parse_config(CONFIG)[EXP]
     b = exp.blocks()[0]
     root = tmp_path_factory.mktemp("one")
-    path = run_block(list(b.cells), root / f"{b.name}.zarr", experiment=EXP, block=b.name)
+    path = write_block(list(b.cells), root / f"{b.name}.zarr", experiment=EXP, block=b.name)
     return exp, b, path
 
 
@@ -375,8 +375,8 @@ def test_every_chunk_has_a_crc32c_and_the_manifest_lists_every_file(one_block):
         names = [c["name"] for c in json.loads(meta.read_text())["codecs"]]
         assert names[-1] == "crc32c", meta
     m = verify_store(path)
-    from attnsvm.block import cells_digest
-    from attnsvm.integrity import attnsvm_version
+    from attnsvm.sweep.integrity import attnsvm_version
+    from attnsvm.sweep.worker import cells_digest
 
     assert m["cells_digest"] == cells_digest(b.cells) and m["attnsvm"] == attnsvm_version()
     assert (m["kind"], m["experiment"], m["block"]) == ("block", EXP, b.name)
@@ -420,8 +420,8 @@ def test_store_without_manifest_is_not_finished(block_copy):
 
 
 def test_repair_moves_damaged_stores_aside_and_a_dry_run_changes_nothing(block_copy):
-    from attnsvm.block import cells_digest
-    from attnsvm.integrity import repair_blocks
+    from attnsvm.sweep.integrity import repair_blocks
+    from attnsvm.sweep.worker import cells_digest
 
     exp, b, path = block_copy
     (path / "W" / "zarr.json").unlink()
@@ -445,10 +445,26 @@ def test_clean_stale_partials_removes_files_and_dirs_of_this_output_only(tmp_pat
     assert [p.name for p in tmp_path.iterdir()] == [keep.name]
 
 
+def test_clean_stale_partials_matches_the_names_of_the_atomic_helper(tmp_path):
+    """What a killed attnsvm.atomic writer leaves (partial and moved-aside names) is cleaned."""
+    from attnsvm.atomic import atomic_path, partial_path
+
+    out = tmp_path / "sweep.zarr"
+    partial_path(out).mkdir()
+    partial_path(out).write_text("half a file")
+    (tmp_path / f".sweep.zarr{codes.OLD_MARK}ab12").mkdir()
+    with pytest.raises(RuntimeError), atomic_path(out) as tmp:
+        tmp.mkdir()
+        raise RuntimeError("killed")
+    assert len(list(tmp_path.iterdir())) == 3
+    clean_stale_partials(out)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_figure_save_cleans_partials_of_a_killed_attempt(tmp_path):
     import matplotlib.pyplot as plt
 
-    from attnsvm.figures.style import save
+    from attnsvm.report.draw import save
 
     stale = tmp_path / f".f.png{codes.PARTIAL_MARK}999"
     stale.write_bytes(b"half a png")
@@ -461,7 +477,7 @@ def test_figure_save_cleans_partials_of_a_killed_attempt(tmp_path):
 def test_environmental_failures_are_told_from_reproducible_ones():
     import errno
 
-    from attnsvm.block import EnvironmentFailure, is_environmental
+    from attnsvm.sweep.worker import EnvironmentFailure, is_environmental
 
     assert is_environmental(OSError(errno.ENOSPC, "No space left on device"))
     assert is_environmental(EnvironmentFailure("device 'cuda' requested but CUDA is not"))
@@ -471,8 +487,8 @@ def test_environmental_failures_are_told_from_reproducible_ones():
 
 
 def test_sweep_store_has_a_manifest_and_summarize_names_a_damaged_sweep(one_block, tmp_path):
-    from attnsvm.block_store import write_atomic
-    from attnsvm.summary import write_summary
+    from attnsvm.sweep.store import write_atomic
+    from attnsvm.sweep.summary import write_summary
 
     exp, b, path = one_block
     sweep = write_atomic(collect_sweep(exp, {b.name: path}), tmp_path / "sweep.zarr", True)

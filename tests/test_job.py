@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from attnsvm import codes
-from attnsvm.block_store import open_block
-from attnsvm.cell import Cell
-from attnsvm.collect import collect_sweep
-from attnsvm.device import EXIT_DEVICE_UNAVAILABLE, DeviceUnavailableError
-from attnsvm.grid import parse_config
-from attnsvm.job import FAULT_ENV, claim_path, run_job
-from attnsvm.status import scan_experiment
-from attnsvm.workflow_plan import Plan
+from attnsvm.config.cell import Cell
+from attnsvm.config.grid import parse_config
+from attnsvm.gd.device import EXIT_DEVICE_UNAVAILABLE, DeviceUnavailableError
+from attnsvm.sweep.collect import collect_sweep
+from attnsvm.sweep.job import FAULT_ENV, block_job, claim_path
+from attnsvm.sweep.plan import Plan
+from attnsvm.sweep.status import scan_experiment
+from attnsvm.sweep.store import open_block
 
 CONFIG = {
     "experiments": {
@@ -36,7 +36,7 @@ def test_worker_success_writes_store_and_removes_claim(tmp_path):
     out = tmp_path / "blocks" / "b.zarr"
     stale = tmp_path / "blocks" / ".b.zarr.partial-123-abcd"
     stale.mkdir(parents=True)  # left by an earlier attempt that was killed mid-write
-    run_job(cells, out, block="b", device="cpu")
+    block_job(cells, out, block="b", device="cpu")
     ds = open_block(out)
     assert np.all(ds["status"].values == codes.CELL_STATUS.index("ok"))
     assert not stale.exists() and not claim_path(out).exists()
@@ -48,7 +48,7 @@ def test_crashed_worker_is_recorded_as_failed_cells(tmp_path, monkeypatch):
     monkeypatch.setenv(FAULT_ENV, "kill:param=KQ")
     paths = {}
     for b in blocks:
-        paths[b.name] = run_job(
+        paths[b.name] = block_job(
             [c.to_dict() for c in b.cells],
             tmp_path / "x" / "blocks" / f"{b.name}.zarr",
             experiment="x",  # collect and status check that a store holds its own block
@@ -95,7 +95,7 @@ def test_cost_warning_for_absurd_local_grid():
     big = Plan.from_config(
         {
             "experiments": {
-                "x": {"fixed": {"d": 100, "n": 50, "T": 20, "iterations": 20000}, "seeds": 100000}
+                "x": {"fixed": {"d": 100, "n": 50, "T": 20, "iterations": 100000}, "seeds": 100000}
             }
         }
     )
@@ -117,7 +117,7 @@ def test_cuda_block_without_gpu_fails_at_once_with_one_message(tmp_path, monkeyp
     out = tmp_path / "blocks" / "b.zarr"
     t0 = time.perf_counter()
     with pytest.raises(DeviceUnavailableError) as err:
-        run_job(cells, out, block="b", device="cuda")
+        block_job(cells, out, block="b", device="cuda")
     assert time.perf_counter() - t0 < 5  # no worker started, nothing trained
     msg = str(err.value)
     assert "'cuda' requested but CUDA is not available" in msg and "'auto'" in msg
@@ -125,7 +125,7 @@ def test_cuda_block_without_gpu_fails_at_once_with_one_message(tmp_path, monkeyp
     # environmental: no store (no cell is marked failed), no claim left; auto runs on the CPU
     assert not out.exists() and not claim_path(out).exists()
     assert not list(out.parent.glob(".b.zarr*"))
-    run_job(cells, out, block="b", device="auto")
+    block_job(cells, out, block="b", device="auto")
     assert np.all(open_block(out)["status"].values == codes.CELL_STATUS.index("ok"))
 
 
@@ -136,7 +136,7 @@ def test_block_worker_without_gpu_exits_with_its_own_status(tmp_path, monkeypatc
     cells = [Cell(n=3, T=3, d=3, iterations=20, seed=0).to_dict()]
     spec.write_text(json.dumps({"cells": cells, "out": str(out), "device": "cuda"}))
     proc = subprocess.run(
-        [sys.executable, "-m", "attnsvm.block", str(spec)], capture_output=True, text=True
+        [sys.executable, "-m", "attnsvm.sweep.worker", str(spec)], capture_output=True, text=True
     )
     assert proc.returncode == EXIT_DEVICE_UNAVAILABLE
     lines = proc.stderr.strip().splitlines()
@@ -145,7 +145,7 @@ def test_block_worker_without_gpu_exits_with_its_own_status(tmp_path, monkeypatc
 
 
 def test_worker_without_gpu_is_raised_not_stored(tmp_path, monkeypatch):
-    import attnsvm.job as job
+    import attnsvm.sweep.job as job
 
     monkeypatch.setattr(job, "_check_device", lambda device: None)  # this process "has" one
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the worker sees none
@@ -155,7 +155,7 @@ def test_worker_without_gpu_is_raised_not_stored(tmp_path, monkeypatch):
     with open(log, "w") as fh:
         monkeypatch.setattr(sys, "stderr", fh)
         with pytest.raises(DeviceUnavailableError, match="block b: attnsvm: error: device 'cuda'"):
-            run_job(cells, out, block="b", device="cuda", log=str(log))
+            block_job(cells, out, block="b", device="cuda", log=str(log))
     assert not out.exists() and not claim_path(out).exists()
 
 
@@ -172,8 +172,8 @@ def test_block_log_names_stages_sizes_and_timings(tmp_path):
         "import json, sys\n"
         "from attnsvm.logs import log_to\n"
         f"log_to({str(log)!r})\n"
-        "from attnsvm.job import run_job\n"
-        f"run_job(json.loads({json.dumps(json.dumps(cells))}), {str(out)!r}, block='b',"
+        "from attnsvm.sweep.job import block_job\n"
+        f"block_job(json.loads({json.dumps(json.dumps(cells))}), {str(out)!r}, block='b',"
         f" experiment='x', device='cpu', log={str(log)!r})\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from workflow_helpers import scratch_workflow, snakemake, write_config
 
 from attnsvm import cli
-from attnsvm.cell import (
+from attnsvm.config.cell import (
     MAX_SEED,
     RUN_CELL_WARN_SECONDS,
     Cell,
@@ -27,15 +27,15 @@ from attnsvm.cell import (
     check_run_cost,
     predicted_bytes,
 )
-from attnsvm.config_io import MAX_CONFIG_BYTES, load_config_file, load_config_text
-from attnsvm.grid import (
+from attnsvm.config.files import MAX_CONFIG_BYTES, load_config_file, load_config_text
+from attnsvm.config.grid import (
     DEFAULT_MAX_CELLS,
     MAX_BLOCK_NAME,
     ConfigError,
     block_name,
     parse_config,
 )
-from attnsvm.run_lock import LOCK_NAME, ResultsInUseError, lock_experiments, unlock_experiments
+from attnsvm.sweep.lock import LOCK_NAME, ResultsInUseError, lock_experiments, unlock_experiments
 
 #: every row must end well within this (issue 17: "well under 10 seconds")
 BOUND_S = 10.0
@@ -493,7 +493,7 @@ def test_status_table_of_an_experiment_without_axes(tmp_path):
     import xarray as xr
 
     from attnsvm import codes
-    from attnsvm.status import status_rows, write_status_table
+    from attnsvm.report.status_table import status_rows, write_status_table
 
     counts = np.zeros(len(codes.CELL_STATUS), dtype=int)
     counts[0] = 2

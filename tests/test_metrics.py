@@ -1,6 +1,7 @@
 import numpy as np
 
-from attnsvm import metrics as M
+from attnsvm import codes
+from attnsvm.sweep import metrics as M
 
 
 def test_corr_is_a_cosine():
@@ -84,4 +85,21 @@ def test_selection_type_is_the_papers_rule():
     assert M.selection_type(alpha_is_opt=False, locally_optimal=False) == "not-local"
     assert M.corr_converged(0.995, 0.99) and not M.corr_converged(0.98, 0.99)
     assert not M.corr_converged(float("nan"), 0.99)
-    assert M.CONVERGENCE_TYPES == ("global", "local", "not-local")
+    assert codes.CONVERGENCE == ("global", "local", "not-local")
+    assert {
+        M.selection_type(alpha_is_opt=a, locally_optimal=b) for a in (0, 1) for b in (0, 1)
+    } == set(codes.CONVERGENCE)
+
+
+def test_strict_types_are_the_code_table():
+    """Every class of the strict rule is a code of codes.CONVERGENCE_STRICT (one table)."""
+    got = {
+        M.convergence_type(
+            saturated=sat, alpha_is_opt=opt, locally_optimal=loc, correlation=c, threshold=0.9
+        )
+        for sat in (False, True)
+        for opt in (False, True)
+        for loc in (False, True)
+        for c in (0.5, 0.95)
+    }
+    assert got == set(codes.CONVERGENCE_STRICT)

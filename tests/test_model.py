@@ -1,4 +1,4 @@
-"""Model, heads, loss and gradients (SCIENCE.md sections 2-3)."""
+"""Model, heads, loss and gradients (docs/science.md §2-3)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnsvm.device import DeviceUnavailableError, resolve_device
-from attnsvm.model import (
+from attnsvm.gd.device import DeviceUnavailableError, resolve_device
+from attnsvm.gd.model import (
     RIDGE,
     attended_token,
     attention_logits,

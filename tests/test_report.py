@@ -7,10 +7,10 @@ import xarray as xr
 from docutils.core import publish_parts
 
 from attnsvm import codes
-from attnsvm.captions import fmt
-from attnsvm.figures import make_figure
-from attnsvm.grid import parse_experiment
-from attnsvm.summary import summarize
+from attnsvm.config.grid import parse_experiment
+from attnsvm.report.captions import fmt
+from attnsvm.report.draw import make_figure
+from attnsvm.sweep.summary import summarize
 
 CONFIGS = {
     "small": {"fixed": {"n": 3, "T": 3, "d": 3, "iterations": 30, "checkpoint_count": 5}},
@@ -26,8 +26,8 @@ def render(rst: str) -> str:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Two different experiments (configs) through the real pipeline, with their captions."""
-    from attnsvm.block import run_block
-    from attnsvm.collect import collect_sweep
+    from attnsvm.sweep.collect import collect_sweep
+    from attnsvm.sweep.worker import write_block
 
     out = {}
     for name, raw in CONFIGS.items():
@@ -36,7 +36,7 @@ def runs(tmp_path_factory):
             name, {**raw, "grid": {"param": ["W", "KQ"]}, "seeds": 2, "figures": ["e2"]}, 64
         )
         paths = {
-            b.name: run_block(
+            b.name: write_block(
                 list(b.cells), tmp / f"{b.name}.zarr", experiment=name, block=b.name, device="cpu"
             )
             for b in exp.blocks()
@@ -84,9 +84,9 @@ def test_caption_has_no_dict_repr_and_names_every_status(runs):
 
 def test_run_info_states_versions_commit_counts_and_config(runs, tmp_path):
     from attnsvm import __version__, provenance
-    from attnsvm.block_store import write_atomic
-    from attnsvm.collect import collect_sweep
-    from attnsvm.report_text import run_info_rst
+    from attnsvm.report.text import run_info_rst
+    from attnsvm.sweep.collect import collect_sweep
+    from attnsvm.sweep.store import write_atomic
 
     exp = parse_experiment(
         "tiny", {**CONFIGS["small"], "grid": {"param": ["W"]}, "seeds": 1, "figures": ["e2"]}, 64
@@ -102,7 +102,7 @@ def test_run_info_states_versions_commit_counts_and_config(runs, tmp_path):
 
 
 def test_status_table_is_styled_and_counts_every_cell(runs, tmp_path):
-    from attnsvm.status import write_status_table
+    from attnsvm.report.status_table import write_status_table
 
     summary, _ = runs["small"]
     summary.to_netcdf(tmp_path / "summary.nc")
@@ -116,7 +116,7 @@ def test_status_table_is_styled_and_counts_every_cell(runs, tmp_path):
 def test_report_lists_paper_experiments_first(repo):
     import yaml
 
-    from attnsvm.workflow_plan import Plan
+    from attnsvm.sweep.plan import Plan
 
     plan = Plan.from_config(yaml.safe_load((repo / "config/config.yaml").read_text()))
     cats = {exp: plan.report_category(exp) for exp in plan.experiments}
@@ -132,8 +132,10 @@ def test_report_lists_paper_experiments_first(repo):
 
 
 def test_every_caption_text_is_valid_rst():
-    from attnsvm.captions import TEXT
-    from attnsvm.grid import FIGURES
+    from attnsvm.config.grid import FIGURES
+    from attnsvm.report.figures import figure
+
+    TEXT = {fig.name: (fig.what, fig.look) for fig in map(figure, FIGURES)}
 
     assert set(TEXT) == set(FIGURES)
     for name, (what, look) in TEXT.items():
@@ -147,7 +149,7 @@ def test_per_point_states_every_number_whatever_the_grid():
     config may add one), instead of failing or averaging them silently."""
     import numpy as np
 
-    from attnsvm.captions import per_point
+    from attnsvm.report.captions import per_point
 
     ds = xr.Dataset(
         {"a": (("d", "param"), np.array([[0.5, 0.25], [1.0, 2.0]]))},
@@ -164,7 +166,7 @@ def test_per_point_states_every_number_whatever_the_grid():
 def test_paper_figure_captions_render_from_damaged_sweeps(name):
     """Every E1-E6 caption renders (valid RST) from a sweep with missing, failed and
     infeasible cells, and states its cell counts."""
-    from attnsvm.captions import figure_caption, status_text
+    from attnsvm.report.captions import figure_caption, status_text
     from tests.test_figures import synthetic_sweep
 
     summary = summarize(synthetic_sweep(name))

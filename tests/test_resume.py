@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from attnsvm.block_store import open_block
-from attnsvm.collect import block_paths_in
-from attnsvm.grid import parse_config
+from attnsvm.config.grid import parse_config
+from attnsvm.sweep.collect import block_paths_in
+from attnsvm.sweep.store import open_block
 from tests.workflow_helpers import (
     executed_jobs,
     scratch_workflow,
@@ -130,9 +130,9 @@ def _reader(out_dir: Path, stop: threading.Event, seen: set, bad: list) -> None:
 
 def _write_block(args):
     cells, out = args
-    from attnsvm.block import run_block
+    from attnsvm.sweep.worker import write_block
 
-    run_block(cells, out, device="cpu")
+    write_block(cells, out, device="cpu")
 
 
 @pytest.mark.slow

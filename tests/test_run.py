@@ -10,7 +10,7 @@ import pytest
 
 import attnsvm
 from attnsvm import Cell
-from attnsvm.run import run_cells
+from attnsvm.sweep.compute import run_cells
 
 SMALL = dict(n=3, T=4, d=5, iterations=200, checkpoint_count=8)
 
@@ -25,7 +25,7 @@ def test_results_in_input_order_and_batched_equal_alone():
 
 
 def test_identical_constraint_sets_are_solved_once(monkeypatch):
-    import attnsvm.run as run_mod
+    import attnsvm.sweep.compute as run_mod
 
     calls = {"fro": 0, "nuc": 0}
     real_fro, real_nuc = run_mod.solve_frobenius, run_mod.solve_nuclear
@@ -54,7 +54,7 @@ def test_identical_constraint_sets_are_solved_once(monkeypatch):
 
 
 def test_block_solves_frobenius_svms_batched_with_the_per_cell_answers(monkeypatch):
-    import attnsvm.svm_frobenius_batched as SB
+    import attnsvm.svm.frobenius_batched as SB
 
     cells = [Cell(seed=s, param=p, **SMALL) for s in range(12) for p in ("W", "KQ")]
     monkeypatch.setattr(SB, "BATCH_MIN", 10**9)  # per instance, as before batching
@@ -74,7 +74,7 @@ def test_block_solves_frobenius_svms_batched_with_the_per_cell_answers(monkeypat
 
 
 def test_failed_batched_solve_falls_back_to_per_cell_solves(monkeypatch, caplog):
-    import attnsvm.svm_frobenius_batched as SB
+    import attnsvm.svm.frobenius_batched as SB
 
     cells = [Cell(seed=s, **SMALL) for s in range(3)]
     reference = run_cells(cells, device="cpu")
@@ -101,7 +101,7 @@ def test_untrained_cells_solve_opt_svms_only():
 
 
 def test_solver_failure_is_recorded_and_others_go_on(monkeypatch):
-    import attnsvm.run as run_mod
+    import attnsvm.sweep.compute as run_mod
 
     real = run_mod.solve_nuclear
     calls = {"n": 0}
@@ -196,8 +196,8 @@ def test_an_uncertified_svm_answer_is_not_solved(monkeypatch):
     summary counts it neither as feasible nor as infeasible."""
     import dataclasses
 
-    import attnsvm.run as run_mod
-    from attnsvm.summary import summarize
+    import attnsvm.sweep.compute as run_mod
+    from attnsvm.sweep.summary import summarize
 
     real = run_mod.solve_frobenius
 
@@ -230,7 +230,7 @@ def test_an_uncertified_svm_answer_is_not_solved(monkeypatch):
 
 
 def test_cell_result_repr_is_short_and_to_xarray_describes_itself():
-    from attnsvm.variables import UNDESCRIBED
+    from attnsvm.sweep.variables import UNDESCRIBED
 
     res = run_cells([Cell(seed=1, param="KQ", **SMALL)], device="cpu")[0]
     text = repr(res)

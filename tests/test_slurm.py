@@ -1,7 +1,7 @@
 """The sweep on a real SLURM cluster (issue #5): tests/slurm/start_cluster.sh starts a single-node
-slurmctld + slurmd on localhost (apt-installing slurm-wlm and munge when missing), the tiny sweep
-runs through workflow/profiles/slurm, and its store must equal a local run's value for value;
-then a run is killed midway (controller SIGKILLed, jobs scancelled) and resumed.
+slurmctld + slurmd on localhost (apt-installing slurm-wlm and munge when missing), E6 of the
+.test config runs through workflow/profiles/slurm, and its store must equal a local run's value
+for value; then a run is killed midway (controller SIGKILLed, jobs scancelled) and resumed.
 
 Needs root and apt (or an installed SLURM 22.05+). Skipped on developer machines without them;
 with CI=true in the environment a missing prerequisite fails the test instead.
@@ -24,8 +24,16 @@ import pytest
 import xarray as xr
 import yaml
 
-from attnsvm.workflow_plan import Plan
-from tests.workflow_helpers import REPO, executed_jobs, scratch_workflow, snakemake, write_config
+from attnsvm.sweep.plan import Plan
+from tests.workflow_helpers import (
+    REPO,
+    executed_jobs,
+    expected_blocks,
+    one_experiment,
+    scratch_workflow,
+    snakemake,
+    write_config,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -33,20 +41,11 @@ SCRIPTS = REPO / "tests" / "slurm"
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 STATE = Path(os.environ.get("ATTNSVM_SLURM_STATE", "/tmp/attnsvm-slurm-test"))
 
-# 8 blocks of 2 seeds (each SLURM job ~15 s on 2 cores, mostly Python/torch start-up) + collect.
-TINY = {
-    "experiments": {
-        "tiny": {
-            "figures": ["e2"],
-            "fixed": {"n": 3, "T": 3, "iterations": 40, "checkpoint_count": 6},
-            "grid": {"d": [3, 4], "param": ["W", "KQ"]},
-            "seeds": 4,
-            "block_size": 2,
-        }
-    }
-}
-EXP = "tiny"
-TARGET = f"results/{EXP}/sweep.zarr"
+# E6 of the .test config in blocks of 2 seeds: 8 block jobs today (each SLURM job ~15 s on
+# 2 cores, mostly Python/torch start-up) + collect.
+EXP = "e6_types"
+CONFIG, EXP_CONFIG = one_experiment(EXP, block_size=2)
+TARGET = f"{CONFIG['results']}/{EXP}/sweep.zarr"
 PARTITION = "gpu"  # the start script's non-default partition: proves slurm_partition is honoured
 # Options for a cluster without accounting (no sacct, no sacctmgr); the last one only makes the
 # test faster (the plugin waits 40 s before its first status check by default).
@@ -105,9 +104,9 @@ def slurm_cluster():
 
 @pytest.fixture(scope="module")
 def local_sweep(tmp_path_factory) -> xr.Dataset:
-    """The reference: the same tiny sweep with the default (local) profile."""
+    """The reference: the same sweep with the default (local) profile."""
     wd = scratch_workflow(tmp_path_factory.mktemp("local"))
-    write_config(wd / "c.yaml", TINY)
+    write_config(wd / "c.yaml", CONFIG)
     proc = snakemake(wd, TARGET, "--configfile", "c.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return xr.open_zarr(wd / TARGET).load()
@@ -122,7 +121,7 @@ def slurm_workdir(tmp: Path) -> tuple[Path, dict]:
     `gpu` partition. Returns the workdir and the fitted profile.
     """
     wd = scratch_workflow(tmp)
-    write_config(wd / "c.yaml", TINY)
+    write_config(wd / "c.yaml", CONFIG)
     path = wd / "workflow/profiles/slurm/profile.yaml"
     prof = yaml.safe_load(path.read_text())
     cpus, mem = _node_capacity()
@@ -200,9 +199,9 @@ def test_sweep_on_slurm_equals_local_run(slurm_cluster, local_sweep, tmp_path):
     elapsed = time.monotonic() - t0
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-5000:]
-    plan = Plan.from_config(TINY)
+    plan = Plan.from_config(CONFIG)
     blocks = plan.blocks(EXP)
-    assert executed_jobs(proc, "block") == len(blocks) == 8
+    assert executed_jobs(proc, "block") == len(blocks) == expected_blocks(EXP_CONFIG)
     assert executed_jobs(proc, "collect") == 1
     assert "has been submitted with SLURM jobid" in log  # really went through sbatch
     sweep = xr.open_zarr(wd / TARGET).load()
@@ -253,13 +252,13 @@ def incomplete_paths(wd: Path) -> set[str]:
 def finished_blocks(wd: Path) -> set[str]:
     """Blocks whose store is in place (renamed there when complete) and not marked incomplete."""
     marked = {Path(p).name for p in incomplete_paths(wd)}
-    stores = (wd / f"results/{EXP}/blocks").glob("*.zarr")
+    stores = (wd / CONFIG["results"] / EXP / "blocks").glob("*.zarr")
     return {s.name for s in stores if not s.name.startswith(".") and s.name not in marked}
 
 
 def test_resume_after_killed_controller_and_scancel(slurm_cluster, local_sweep, tmp_path):
     wd, _ = slurm_workdir(tmp_path)
-    n_blocks = len(Plan.from_config(TINY).blocks(EXP))
+    n_blocks = len(Plan.from_config(CONFIG).blocks(EXP))
     with open(wd / "first.log", "w") as out:
         first = subprocess.Popen(
             slurm_command(), cwd=wd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True

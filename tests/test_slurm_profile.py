@@ -17,20 +17,9 @@ from types import SimpleNamespace
 import yaml
 from snakemake_executor_plugin_slurm.utils import set_gres_string
 
-from tests.workflow_helpers import scratch_workflow, write_config
+from tests.workflow_helpers import expected_blocks, one_experiment, scratch_workflow, write_config
 
-CONFIG = {
-    "device": "cuda",
-    "experiments": {
-        "tiny": {
-            "figures": ["e2"],
-            "fixed": {"n": 3, "T": 3, "iterations": 40, "checkpoint_count": 6},
-            "grid": {"d": [3, 4]},
-            "seeds": 4,
-            "block_size": 2,
-        }
-    },
-}
+EXP = "e2_local"
 
 
 def _resources(log: str) -> dict[str, list[dict[str, str]]]:
@@ -49,12 +38,14 @@ def _resources(log: str) -> dict[str, list[dict[str, str]]]:
 
 def test_dry_run_with_slurm_profile_requests_one_gpu_per_block(tmp_path):
     wd = scratch_workflow(tmp_path)
-    write_config(wd / "c.yaml", CONFIG)
+    config, exp = one_experiment(EXP, block_size=2)  # the .test config's E2 in blocks of 2 seeds
+    config["device"] = "cuda"
+    write_config(wd / "c.yaml", config)
     path = wd / "workflow/profiles/slurm/profile.yaml"
     prof = yaml.safe_load(path.read_text())
     prof["set-resources"]["block"]["gpu_model"] = "h100"  # what a site with typed GRES adds
     path.write_text(yaml.safe_dump(prof, sort_keys=False))
-    cmd = [sys.executable, "-m", "snakemake", "results/tiny/sweep.zarr", "-n"]
+    cmd = [sys.executable, "-m", "snakemake", f"{config['results']}/{EXP}/sweep.zarr", "-n"]
     cmd += ["--workflow-profile", "workflow/profiles/slurm", "--configfile", "c.yaml"]
     cmd += ["--slurm-no-account"]  # nothing is submitted; no sacctmgr on this machine
     proc = subprocess.run(cmd, cwd=wd, capture_output=True, text=True, timeout=300)
@@ -62,7 +53,7 @@ def test_dry_run_with_slurm_profile_requests_one_gpu_per_block(tmp_path):
     assert proc.returncode == 0, log[-3000:]
     res = _resources(log)
     block = prof["set-resources"]["block"]
-    assert len(res["block"]) == 4  # 2 grid points x 2 blocks of 2 seeds
+    assert len(res["block"]) == expected_blocks(exp)  # grid points x blocks of seeds
     for r in res["block"]:
         assert r["gpu"] == str(block["gpu"]) == "1"
         assert r["gpu_model"] == "h100"

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from attnsvm.integrity import write_manifest
-from attnsvm.status import (
+from attnsvm.sweep.integrity import write_manifest
+from attnsvm.sweep.plan import Plan
+from attnsvm.sweep.status import (
     RESULT_JOB_SECONDS,
     _max_overlap,
     _union_length,
     estimate_remaining,
     scan_experiment,
 )
-from attnsvm.workflow_plan import Plan
 from tests.workflow_helpers import write_config
 
 CONFIG = {
@@ -41,7 +41,7 @@ def _fake_store(
         attrs["job_started"] = started
     (p / "zarr.json").write_text(json.dumps({"attributes": attrs, "node_type": "group"}))
     os.utime(p / "zarr.json", (end, end))
-    # its manifest, as every finished store has (attnsvm.integrity): status counts verified stores
+    # its manifest, as every finished store has (sweep.integrity): status counts verified stores
     write_manifest(p, {"experiment": blocks_dir.parent.name, "block": name, "cells_digest": digest})
 
 

@@ -7,11 +7,11 @@ import pytest
 import xarray as xr
 
 from attnsvm import codes
-from attnsvm.block import run_block
-from attnsvm.block_store import is_finished_store, open_block
-from attnsvm.collect import collect_sweep
-from attnsvm.grid import parse_config
-from attnsvm.summary import summarize
+from attnsvm.config.grid import parse_config
+from attnsvm.sweep.collect import collect_sweep
+from attnsvm.sweep.store import is_finished_store, open_block
+from attnsvm.sweep.summary import summarize
+from attnsvm.sweep.worker import write_block
 
 CONFIG = {
     "experiments": {
@@ -35,7 +35,7 @@ def stores(tmp_path_factory, experiment):
     root = tmp_path_factory.mktemp("blocks")
     paths = {}
     for b in experiment.blocks():
-        paths[b.name] = run_block(
+        paths[b.name] = write_block(
             list(b.cells), root / f"{b.name}.zarr", experiment="tiny", block=b.name, device="cpu"
         )
     return paths
@@ -83,8 +83,8 @@ def test_no_temporary_left_and_rewrite_is_atomic(stores, experiment, tmp_path):
     parent = next(iter(stores.values())).parent
     assert not [p for p in parent.iterdir() if p.name.startswith(".")]
     b = experiment.blocks()[0]
-    first = run_block(list(b.cells), tmp_path / "x.zarr", device="cpu")
-    again = run_block(list(b.cells), tmp_path / "x.zarr", device="cpu")
+    first = write_block(list(b.cells), tmp_path / "x.zarr", device="cpu")
+    again = write_block(list(b.cells), tmp_path / "x.zarr", device="cpu")
     assert is_finished_store(again)
     a, c = open_block(first).load(), open_block(again).load()
     np.testing.assert_array_equal(a["W"].values, c["W"].values)  # rerun reproduces exactly
@@ -126,7 +126,7 @@ def test_collect_full_and_with_missing_block(stores, experiment):
 
 
 def test_parallel_collect_equals_serial(stores, experiment, monkeypatch):
-    import attnsvm.collect as collect_mod
+    import attnsvm.sweep.collect as collect_mod
 
     serial = collect_sweep(experiment, stores)
     monkeypatch.setattr(collect_mod, "PARALLEL_MIN_BLOCKS", 1)  # a pool even for 8 stores
@@ -135,7 +135,7 @@ def test_parallel_collect_equals_serial(stores, experiment, monkeypatch):
 
 
 def test_sweep_roundtrip_and_summary(stores, experiment, tmp_path):
-    from attnsvm.block_store import write_atomic
+    from attnsvm.sweep.store import write_atomic
 
     sweep = collect_sweep(experiment, stores)
     write_atomic(sweep, tmp_path / "sweep.zarr", consolidated=True)
@@ -154,7 +154,7 @@ def test_sweep_roundtrip_and_summary(stores, experiment, tmp_path):
 
 
 def _assert_self_describing(ds: xr.Dataset, where: str) -> None:
-    from attnsvm.variables import UNDESCRIBED
+    from attnsvm.sweep.variables import UNDESCRIBED
 
     for dim in ds.dims:
         assert dim in ds.coords, f"{where}: dimension {dim!r} has no coordinate"
@@ -172,8 +172,8 @@ def test_sweep_and_summary_describe_themselves(stores, experiment, tmp_path):
     """Every variable and coordinate has long_name and description, every dimension a
     coordinate, status codes their flags, each fixed setting its own attribute; the summary
     keeps all of it through NetCDF."""
-    from attnsvm.block_store import write_atomic
-    from attnsvm.summary import write_summary
+    from attnsvm.sweep.store import write_atomic
+    from attnsvm.sweep.summary import write_summary
 
     write_atomic(collect_sweep(experiment, stores), tmp_path / "sweep.zarr", consolidated=True)
     sweep = xr.open_zarr(tmp_path / "sweep.zarr")
@@ -205,7 +205,7 @@ def test_packed_blocks_collect_to_the_same_sweep(tmp_path, experiment, stores):
     assert len(blocks) == 1 and packed.n_blocks == 1
     (block,) = blocks
     assert len({c.d for c in block.cells}) == 2 and "_to_" in block.name
-    path = run_block(
+    path = write_block(
         list(block.cells),
         tmp_path / f"{block.name}.zarr",
         experiment="tiny",
@@ -220,3 +220,29 @@ def test_packed_blocks_collect_to_the_same_sweep(tmp_path, experiment, stores):
     xr.testing.assert_identical(
         got.drop_vars(timing).drop_attrs(), want.drop_vars(timing).drop_attrs()
     )
+
+
+def test_paths_are_the_one_layout_of_the_workflow():
+    """attnsvm.sweep.paths: what the rules (wildcards left) and the library (filled) use."""
+    from attnsvm.sweep.paths import LAYOUT, Paths
+
+    p = Paths("results")
+    assert p.pattern("block") == "results/{experiment}/blocks/{block}.zarr"
+    assert p.pattern("block_log") == "results/{experiment}/logs/block/{block}.log"
+    assert p.pattern("figure", ext="png") == "results/{experiment}/figures/{figure}.png"
+    assert p.pattern("figure_log") == "results/{experiment}/logs/figure_{figure}.log"
+    assert p.block("e1", "b") == "results/e1/blocks/b.zarr"
+    assert p.sweep("e1") == "results/e1/sweep.zarr"
+    assert p.summary("e1") == "results/e1/summary.nc"
+    assert p.figure("e1", "e1", "pdf") == "results/e1/figures/e1.pdf"
+    assert p.status_table("e1") == "results/e1/status.html"
+    assert p.run_info() == "results/run_info.rst"
+    assert [log for log, _ in p.result_jobs("x", ["e2"])] == [
+        "results/x/logs/collect.log",
+        "results/x/logs/summarize.log",
+        "results/x/logs/status_table.log",
+        "results/x/logs/figure_e2.log",
+    ]
+    with pytest.raises(KeyError, match="block"):
+        p.get("block", experiment="e1")
+    assert all(p.pattern(name).startswith("results/") for name in LAYOUT)

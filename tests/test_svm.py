@@ -1,4 +1,4 @@
-"""Att-SVM / Att-SVM_* / Gen-SVM solvers (SCIENCE.md section 4) against plain cvxpy models."""
+"""Att-SVM / Att-SVM_* / Gen-SVM solvers (docs/science.md §4) against plain cvxpy models."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-import attnsvm.svm_frobenius as svm_frobenius
-from attnsvm.cell import Cell
-from attnsvm.constraints import Constraints, att_svm_constraints
-from attnsvm.data import make_dataset, optimal_tokens, token_scores
-from attnsvm.metrics import corr, rank
+import attnsvm.svm.frobenius as svm_frobenius
+from attnsvm.config.cell import Cell
+from attnsvm.gd.data import make_dataset, optimal_tokens, token_scores
 from attnsvm.svm import (
     gen_svm,
     is_locally_optimal,
@@ -22,6 +20,8 @@ from attnsvm.svm import (
     solve_nuclear,
     support_tokens,
 )
+from attnsvm.svm.constraints import Constraints, att_svm_constraints
+from attnsvm.sweep.metrics import corr, rank
 
 
 # ----------------------------------------------------------------------------- references
@@ -218,7 +218,7 @@ def test_gen_svm_two_relevant_tokens():
             for tau in masked:
                 assert (X[i, t] - X[i, tau]) @ Wg @ Z[i] >= 1 - 1e-6
     # W_mm_gen and W_fin are the minimum-norm solutions: compare with cvxpy
-    from attnsvm.constraints import concatenate, gen_svm_constraints
+    from attnsvm.svm.constraints import concatenate, gen_svm_constraints
 
     eq, ineq = gen_svm_constraints(X, Z, out.relevant)
     status, W_ref, obj_ref = cvxpy_frobenius(concatenate(eq, ineq))
@@ -252,7 +252,7 @@ def test_gen_svm_single_token_fallback():
 def test_min_norm_equality_inconsistent_is_infeasible():
     ds = make_dataset(Cell(n=1, T=4, d=1, seed=0))
     rel = np.ones((1, 4), dtype=bool)
-    from attnsvm.constraints import gen_svm_constraints
+    from attnsvm.svm.constraints import gen_svm_constraints
 
     eq, _ = gen_svm_constraints(ds.X, ds.Z, rel)
     # d = 1: three equalities on one scalar with random right-hand sides cannot all hold

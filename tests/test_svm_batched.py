@@ -1,8 +1,8 @@
-"""Batched Frobenius Att-SVM (attnsvm.svm_frobenius_batched) against the per-instance route.
+"""Batched Frobenius Att-SVM (attnsvm.svm.frobenius_batched) against the per-instance route.
 
 Thousands of random instances (feasible, infeasible, nearly infeasible, and shapes that the
 per-instance route sends elsewhere): equal statuses, equal objectives and W to tight
-tolerances, and every answer that the batched route returns certified (SCIENCE.md section 4).
+tolerances, and every answer that the batched route returns certified (docs/science.md §4).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-import attnsvm.svm_frobenius_batched as SB
-from attnsvm.constraints import Constraints, att_svm_constraints
-from attnsvm.svm_frobenius import gram, solve_frobenius, violation
+import attnsvm.svm.frobenius_batched as SB
+from attnsvm.svm.constraints import Constraints, att_svm_constraints
+from attnsvm.svm.frobenius import gram, solve_frobenius, violation
 
 
 def _random(rng, n, T, d, alpha=None) -> Constraints:

@@ -1,18 +1,18 @@
-"""The dual barrier method for small Att-SVM_* (attnsvm.svm_nuclear_ipm) against Clarabel."""
+"""The dual barrier method for small Att-SVM_* (attnsvm.svm.nuclear_ipm) against Clarabel."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import attnsvm.svm_nuclear as svm_nuclear
-from attnsvm.cell import Cell
-from attnsvm.constraints import att_svm_constraints
-from attnsvm.data import make_dataset, optimal_tokens
-from attnsvm.metrics import rank
+import attnsvm.svm.nuclear as svm_nuclear
+from attnsvm.config.cell import Cell
+from attnsvm.gd.data import make_dataset, optimal_tokens
 from attnsvm.svm import solve_frobenius, solve_nuclear
-from attnsvm.svm_frobenius import BASIS_TOL, orthonormal_basis
-from attnsvm.svm_nuclear_ipm import certified_gap, solve_dual_barrier
+from attnsvm.svm.constraints import att_svm_constraints
+from attnsvm.svm.frobenius import BASIS_TOL, orthonormal_basis
+from attnsvm.svm.nuclear_ipm import certified_gap, solve_dual_barrier
+from attnsvm.sweep.metrics import rank
 
 
 def instances(count: int, seed: int):

@@ -1,4 +1,4 @@
-"""Nuclear Att-SVMs past the barrier's rows (attnsvm.svm_nuclear_pd) against Clarabel.
+"""Nuclear Att-SVMs past the barrier's rows (attnsvm.svm.nuclear_pd) against Clarabel.
 
 E3 (config/paper.yaml, e3_rank) at n = T = 15 has 210 rows; before the primal-dual method
 these instances went to Clarabel / SCS, and those with 81-150 rows ((10, 10), (10, 15),
@@ -11,15 +11,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import attnsvm.svm_nuclear as svm_nuclear
-from attnsvm.cell import Cell
-from attnsvm.constraints import att_svm_constraints
-from attnsvm.data import make_dataset, optimal_tokens
-from attnsvm.metrics import rank
+import attnsvm.svm.nuclear as svm_nuclear
+from attnsvm.config.cell import Cell
+from attnsvm.gd.data import make_dataset, optimal_tokens
 from attnsvm.svm import solve_frobenius, solve_nuclear
-from attnsvm.svm_frobenius import BASIS_TOL, VERIFY_TOL, orthonormal_basis, violation
-from attnsvm.svm_nuclear_ipm import certified_gap
-from attnsvm.svm_nuclear_pd import solve_primal_dual
+from attnsvm.svm.constraints import att_svm_constraints
+from attnsvm.svm.frobenius import BASIS_TOL, VERIFY_TOL, orthonormal_basis, violation
+from attnsvm.svm.nuclear_ipm import certified_gap
+from attnsvm.svm.nuclear_pd import solve_primal_dual
+from attnsvm.sweep.metrics import rank
 
 
 def instances(shapes, per_shape: int, seed: int, random_share: bool = True):

@@ -1,4 +1,4 @@
-"""Batched gradient descent (SCIENCE.md section 3): determinism, isolation, checkpoints."""
+"""Batched gradient descent (docs/science.md §3): determinism, isolation, checkpoints."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from attnsvm.cell import Cell
-from attnsvm.data import make_init
-from attnsvm.metrics import corr
-from attnsvm.model import loss_and_grad, loss_fn
-from attnsvm.train import stack_cells, train_batch, train_cells
+from attnsvm.config.cell import Cell
+from attnsvm.gd.data import make_init
+from attnsvm.gd.model import loss_and_grad, loss_fn
+from attnsvm.gd.train import stack_cells, train_batch, train_cells
+from attnsvm.sweep.metrics import corr
 
-E2 = {"n": 6, "T": 8, "d": 10}  # the E2 shape of SCIENCE.md section 6
+E2 = {"n": 6, "T": 8, "d": 10}  # the E2 shape of docs/science.md §6
 
 
 def _cells(S, **kw):
@@ -242,7 +242,7 @@ def test_cpu_and_cuda_agree(param):
 
 
 def _svm_direction(X, Z, alpha):
-    """W_mm(alpha) of SCIENCE.md section 4 (small dense QP, test-only)."""
+    """W_mm(alpha) of docs/science.md §4 (small dense QP, test-only)."""
     import cvxpy as cp
 
     n, T, d = X.shape
@@ -257,7 +257,7 @@ def _svm_direction(X, Z, alpha):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_correlation_with_svm_does_not_decrease_to_20000(dtype):
-    """SCIENCE.md section 3: corr(W(k), W_mm) must not decrease from 2000 to 20000 iterations."""
+    """docs/science.md §3: corr(W(k), W_mm) must not decrease from 2000 to 20000 iterations."""
     cells = _cells(4, dtype=dtype, iterations=20000, **E2)
     b = stack_cells(cells)
     ks = [2000, 5000, 10000, 20000]
@@ -279,7 +279,7 @@ def test_correlation_with_svm_does_not_decrease_to_20000(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_in_place_normalized_step_has_the_bits_of_the_formula(dtype):
-    from attnsvm.train import _normalized_step
+    from attnsvm.gd.train import _normalized_step
 
     g = torch.Generator().manual_seed(0)
     G = torch.randn(2, 7, 5, 4, generator=g, dtype=torch.float64).to(dtype)
@@ -295,7 +295,7 @@ def test_in_place_normalized_step_has_the_bits_of_the_formula(dtype):
 
 
 def test_unfrozen_pass_flags_a_loss_that_is_non_finite_at_one_step_only():
-    from attnsvm.train import _descend
+    from attnsvm.gd.train import _descend
 
     S, d = 4, 3
     theta = torch.zeros(S, d, d, dtype=torch.float64)

@@ -1,4 +1,7 @@
-"""The Snakemake workflow: bad configs, extending a sweep, linting, the default sweep."""
+"""The Snakemake workflow: bad configs, extending a sweep, linting, the default sweep.
+
+Configs are the .test config (config/config.yaml shrunk, tests/workflow_helpers.py) with only
+what a test is about overridden."""
 
 from __future__ import annotations
 
@@ -10,19 +13,57 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from tests.workflow_helpers import REPO, executed_jobs, scratch_workflow, snakemake, write_config
+from tests.workflow_helpers import (
+    REAL_CONFIG,
+    REPO,
+    TEST_CONFIG,
+    executed_jobs,
+    expected_blocks,
+    load_test_config,
+    one_experiment,
+    real_config,
+    render_test_config,
+    scratch_workflow,
+    seed_count,
+    snakemake,
+    write_config,
+)
 
-TINY = {
-    "experiments": {
-        "tiny": {
-            "figures": ["e2"],
-            "fixed": {"n": 3, "T": 3, "iterations": 40, "checkpoint_count": 6},
-            "grid": {"d": [3, 4], "param": ["W", "KQ"]},
-            "seeds": 4,
-            "block_size": 2,
-        }
-    }
-}
+
+def test_test_config_is_the_real_one_shrunk():
+    """.test/config/config.yaml is up to date with config/config.yaml, and only smaller."""
+    assert TEST_CONFIG.read_text() == render_test_config(), (
+        f"{TEST_CONFIG.relative_to(REPO)} is out of date with {REAL_CONFIG.relative_to(REPO)}: "
+        "run python -m tests.workflow_helpers"
+    )
+    real, test = real_config(), load_test_config()
+    assert set(test) == set(real) | {"results"} and test["results"] != real.get("results")
+    assert list(test["experiments"]) == list(real["experiments"])
+    for name, small in test["experiments"].items():
+        big = real["experiments"][name]
+        assert small.keys() == big.keys(), name
+        assert small["figures"] == big["figures"], name
+        assert small.get("fixed", {}).keys() == big.get("fixed", {}).keys(), name
+        for key, value in small.get("fixed", {}).items():
+            assert value == big["fixed"][key] or value < big["fixed"][key], (name, key)
+        assert small.get("grid", {}).keys() == big.get("grid", {}).keys(), name
+        for axis, values in small.get("grid", {}).items():
+            assert values and set(values) <= set(big["grid"][axis]), (name, axis)
+        assert seed_count(small) <= seed_count(big), name
+    fewer = test["experiments"]["e2_local"]
+    assert fewer["fixed"]["iterations"] < real["experiments"]["e2_local"]["fixed"]["iterations"]
+    assert seed_count(fewer) < seed_count(real["experiments"]["e2_local"])
+
+
+def test_test_config_dry_run(tmp_path):
+    """The README's check: snakemake --configfile .test/config/config.yaml plans every figure."""
+    wd = scratch_workflow(tmp_path)
+    proc = snakemake(wd, "--configfile", ".test/config/config.yaml", "-n")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    config = load_test_config()
+    for name, exp in config["experiments"].items():
+        for fig in exp["figures"]:
+            assert f"{config['results']}/{name}/figures/{fig}.png" in proc.stdout, (name, fig)
 
 
 @pytest.mark.parametrize(
@@ -35,13 +76,13 @@ TINY = {
 )
 def test_bad_config_stops_before_any_job(tmp_path, patch, fragment):
     wd = scratch_workflow(tmp_path)
-    bad = json.loads(json.dumps(TINY))
-    bad["experiments"]["tiny"].update(patch)
+    bad = load_test_config()  # every experiment; one of them gets the bad key
+    bad["experiments"]["e6_types"].update(patch)
     write_config(wd / "bad.yaml", bad)
     proc = snakemake(wd, "--configfile", "bad.yaml")
     assert proc.returncode != 0
     assert fragment in proc.stderr + proc.stdout
-    assert not (wd / "results").exists()
+    assert not (wd / bad["results"]).exists()
 
 
 def test_malformed_yaml_is_reported(tmp_path):
@@ -65,53 +106,60 @@ def test_malformed_yaml_is_reported(tmp_path):
 
 def test_extend_sweep_computes_only_new_blocks(tmp_path):
     wd = scratch_workflow(tmp_path)
-    write_config(wd / "c.yaml", TINY)
+    cfg, exp = one_experiment("e6_types", block_size=2)
+    out = wd / cfg["results"] / "e6_types"
+    write_config(wd / "c.yaml", cfg)
     first = snakemake(wd, "--configfile", "c.yaml")
     assert first.returncode == 0, first.stderr[-3000:]
-    assert executed_jobs(first, "block") == 8
-    sweep1 = xr.open_zarr(wd / "results/tiny/sweep.zarr").load()
-    block_log = (wd / "results/tiny/logs/block/d=3_param=W_seeds=0-1.log").read_text()
+    assert executed_jobs(first, "block") == expected_blocks(exp)
+    sweep1 = xr.open_zarr(out / "sweep.zarr").load()
+    d0, p0, bs = exp["grid"]["d"][0], exp["grid"]["param"][0], exp["block_size"]
+    block_log = (out / f"logs/block/d={d0}_param={p0}_seeds=0-{bs - 1}.log").read_text()
     for stage in ("imports", "compute", "train", "solve+metrics", "dataset", "write"):
         assert f"stage {stage}: " in block_log, block_log  # the rule's log names its stages
-    assert "stage collect: done in" in (wd / "results/tiny/logs/collect.log").read_text()
+    assert "stage collect: done in" in (out / "logs/collect.log").read_text()
 
     again = snakemake(wd, "--configfile", "c.yaml")
     assert again.returncode == 0 and executed_jobs(again, "block") == 0
 
-    bigger = json.loads(json.dumps(TINY))
-    bigger["experiments"]["tiny"]["grid"]["d"] = [3, 4, 5]  # one more d value
-    bigger["experiments"]["tiny"]["seeds"] = 6  # one more full block of seeds
+    bigger = json.loads(json.dumps(cfg))
+    grown = bigger["experiments"]["e6_types"]
+    real_d = sorted(real_config()["experiments"]["e6_types"]["grid"]["d"])
+    grown["grid"]["d"] = real_d[: len(exp["grid"]["d"]) + 1]  # one more d value, the real next
+    grown["seeds"] = seed_count(exp) + bs  # one more full block of seeds
     write_config(wd / "c.yaml", bigger)
     ext = snakemake(wd, "--configfile", "c.yaml")
     assert ext.returncode == 0, ext.stderr[-3000:]
-    # new: d=5 (2 params x 3 blocks) + seeds 4-5 for d=3, 4 (2 x 2) = 10 blocks
-    assert executed_jobs(ext, "block") == 10
-    sweep2 = xr.open_zarr(wd / "results/tiny/sweep.zarr").load()
-    old = sweep2.sel(d=[3, 4], seed=[0, 1, 2, 3])
+    # new: the new d (params x all seed blocks) + the new seed block of the old d values
+    assert executed_jobs(ext, "block") == expected_blocks(grown) - expected_blocks(exp)
+    sweep2 = xr.open_zarr(out / "sweep.zarr").load()
+    old = sweep2.sel(d=exp["grid"]["d"], seed=list(range(seed_count(exp))))
     old = old.isel({dim: slice(0, sweep1.sizes[dim]) for dim in ("row", "col", "feature")})
     for var in ("W", "X", "corr_fro_alpha", "svm_W", "status"):
         np.testing.assert_array_equal(old[var].values, sweep1[var].values)
-    assert sweep2.sizes["d"] == 3 and sweep2.sizes["seed"] == 6
+    assert sweep2.sizes["d"] == len(grown["grid"]["d"]) and sweep2.sizes["seed"] == grown["seeds"]
 
 
 def test_changing_a_parameter_reruns_exactly_affected_blocks(tmp_path):
     wd = scratch_workflow(tmp_path)
-    cfg = json.loads(json.dumps(TINY))
+    cfg, exp = one_experiment("e6_types", block_size=2)
+    iterations, d, seeds = exp["fixed"]["iterations"], list(exp["grid"]["d"]), exp["seeds"]
+    assert "lr" not in exp["fixed"] and isinstance(seeds, int)
     write_config(wd / "c.yaml", cfg)
     assert snakemake(wd, "--configfile", "c.yaml", "--until", "collect").returncode == 0
-    cfg["experiments"]["tiny"]["fixed"]["iterations"] = 41  # touches every block
-    cfg["experiments"]["tiny"]["grid"]["d"] = [3, 4]
+    exp["fixed"]["iterations"] = iterations + 1  # touches every block
+    exp["grid"]["d"] = d
     write_config(wd / "c.yaml", cfg)
     dry = snakemake(wd, "--configfile", "c.yaml", "-n", "--until", "collect")
-    assert executed_jobs(dry, "block") == 8
-    cfg["experiments"]["tiny"]["fixed"]["iterations"] = 40
-    cfg["experiments"]["tiny"]["fixed"]["lr"] = 0.1  # spelled out, equal to the default
+    assert executed_jobs(dry, "block") == expected_blocks(exp)
+    exp["fixed"]["iterations"] = iterations
+    exp["fixed"]["lr"] = 0.1  # spelled out, equal to the default
     write_config(wd / "c.yaml", cfg)
     dry = snakemake(wd, "--configfile", "c.yaml", "-n", "--until", "collect")
     assert executed_jobs(dry, "block") == 0  # same cells: nothing to recompute
-    cfg["experiments"]["tiny"]["grid"]["d"] = [3, 4]
-    cfg["experiments"]["tiny"]["grid"]["param"] = ["W", "KQ"]
-    cfg["experiments"]["tiny"]["seeds"] = [0, 1, 2, 3]
+    exp["grid"]["d"] = d
+    exp["grid"]["param"] = ["W", "KQ"]
+    exp["seeds"] = list(range(seeds))
     write_config(wd / "c.yaml", cfg)
     dry = snakemake(wd, "--configfile", "c.yaml", "-n", "--until", "collect")
     assert executed_jobs(dry, "block") == 0  # seeds as a list equal to the count
@@ -166,7 +214,7 @@ def test_default_sweep_end_to_end_with_report(tmp_path):
     assert (wd / "results/report.html").stat().st_size > 100_000
     import yaml
 
-    from attnsvm.grid import parse_config
+    from attnsvm.config.grid import parse_config
 
     exps = parse_config(yaml.safe_load((REPO / "config/config.yaml").read_text()))
     for name, exp in exps.items():
@@ -189,7 +237,7 @@ def test_default_sweep_end_to_end_with_report(tmp_path):
     # the report states this run's numbers, versions and configuration (tests/test_report.py
     # checks two different configs at the level of the captions)
     from attnsvm import __version__
-    from attnsvm.captions import fmt, status_text
+    from attnsvm.report.captions import fmt, status_text
 
     report = (wd / "results/report.html").read_text()
     assert fmt(e2["corr_fro_alpha_mean"].sel(param="W")) in report
@@ -201,25 +249,27 @@ def test_default_sweep_end_to_end_with_report(tmp_path):
 
 def test_crashed_block_is_counted_not_lost(tmp_path, monkeypatch):
     """A block whose worker is killed (as by the OOM killer) ends up as failed cells."""
-    from attnsvm.job import FAULT_ENV
+    from attnsvm.sweep.job import FAULT_ENV
 
     wd = scratch_workflow(tmp_path)
-    cfg = json.loads(json.dumps(TINY))
-    cfg["experiments"]["tiny"]["grid"]["d"] = [3]
+    cfg, exp = one_experiment("e2_local", block_size=2)
+    out = wd / cfg["results"] / "e2_local"
+    bs, n_cells = exp["block_size"], len(exp["grid"]["param"]) * seed_count(exp)
+    killed = f"param=KQ_seeds={bs}-{2 * bs - 1}"  # the second block of KQ seeds
     write_config(wd / "c.yaml", cfg)
-    monkeypatch.setenv(FAULT_ENV, "kill:param=KQ_seeds=2-3")
+    monkeypatch.setenv(FAULT_ENV, f"kill:{killed}")
     proc = snakemake(wd, "--configfile", "c.yaml")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    sweep = xr.open_zarr(wd / "results/tiny/sweep.zarr")
+    sweep = xr.open_zarr(out / "sweep.zarr")
     counts = json.loads(sweep.attrs["status_counts"])
-    assert counts == {"ok": 6, "nonfinite": 0, "failed": 2, "missing": 0}
-    msg = str(sweep["message"].sel(d=3, param="KQ", seed=2).values)
+    assert counts == {"ok": n_cells - bs, "nonfinite": 0, "failed": bs, "missing": 0}
+    msg = str(sweep["message"].sel(param="KQ", seed=bs).values)
     assert "worker killed by SIGKILL" in msg
-    summary = xr.open_dataset(wd / "results/tiny/summary.nc")
-    assert int(summary["count_status"].sel(status="failed").sum()) == 2
-    html = (wd / "results/tiny/status.html").read_text()
-    assert "failed: 2" in html
-    assert (wd / "results/tiny/figures/e2.png").stat().st_size > 5_000
+    summary = xr.open_dataset(out / "summary.nc")
+    assert int(summary["count_status"].sel(status="failed").sum()) == bs
+    html = (out / "status.html").read_text()
+    assert f"failed: {bs}" in html
+    assert (out / f"figures/{exp['figures'][0]}.png").stat().st_size > 5_000
     status = subprocess.run(
         [sys.executable, "-m", "attnsvm.cli", "status", "--configfile", "c.yaml", "--failed-paths"],
         cwd=wd,
@@ -227,4 +277,4 @@ def test_crashed_block_is_counted_not_lost(tmp_path, monkeypatch):
         text=True,
         timeout=120,
     )
-    assert status.stdout.strip().endswith("param=KQ_seeds=2-3.zarr")
+    assert status.stdout.strip().endswith(f"{killed}.zarr")

@@ -1,22 +1,117 @@
-"""Run the Snakemake workflow of this repository in a scratch directory."""
+"""Run the Snakemake workflow of this repository in a scratch directory, on shrunk real configs.
+
+The workflow tests do not invent configs: they start from ``.test/config/config.yaml``, which
+:func:`shrink_config` derives from ``config/config.yaml`` (the snakemake-workflows catalog's
+``.test/`` convention), and override only what a test is about. After editing
+``config/config.yaml`` regenerate it with ``python -m tests.workflow_helpers``;
+tests/test_workflow.py fails while it is out of date.
+"""
 
 from __future__ import annotations
 
+import copy
+import math
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+REAL_CONFIG = REPO / "config" / "config.yaml"
+TEST_CONFIG = REPO / ".test" / "config" / "config.yaml"
+
+# How the .test config shrinks the real one: caps on these values, size axes cut to their two
+# smallest values, and its own results directory (a test run never touches results/).
+CAPS = {"seeds": 4, "iterations": 40, "checkpoint_count": 10}
+SIZE_AXES = ("n", "T", "d", "m")
+TEST_RESULTS = ".test/results"
+HEADER = """\
+# Generated from config/config.yaml by tests/workflow_helpers.py (shrink_config): the same
+# experiments, figures and keys with fewer seeds, fewer iterations and checkpoints and the two
+# smallest values of each size axis. Do not edit: run `python -m tests.workflow_helpers`.
+# Run it with: snakemake --configfile .test/config/config.yaml
+"""
+
+
+def shrink_experiment(exp: dict[str, Any]) -> dict[str, Any]:
+    """One experiment of the real config, shrunk (a new dict; ``exp`` is left as it is)."""
+    out = copy.deepcopy(exp)
+    fixed = out.get("fixed", {})
+    for key in ("iterations", "checkpoint_count"):
+        if key in fixed:
+            fixed[key] = min(fixed[key], CAPS[key])
+    grid = out.get("grid", {})
+    for axis in SIZE_AXES:
+        if axis in grid:
+            grid[axis] = sorted(grid[axis])[:2]
+    seeds = out.get("seeds")
+    if isinstance(seeds, int):
+        out["seeds"] = min(seeds, CAPS["seeds"])
+    elif seeds is not None:
+        out["seeds"] = seeds[: CAPS["seeds"]]
+    return out
+
+
+def shrink_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The .test config: ``config`` with every experiment shrunk and results under .test/."""
+    out = {key: value for key, value in config.items() if key != "experiments"}
+    out["results"] = TEST_RESULTS
+    out["experiments"] = {name: shrink_experiment(e) for name, e in config["experiments"].items()}
+    return out
+
+
+def real_config() -> dict[str, Any]:
+    """config/config.yaml, the default sweep."""
+    return yaml.safe_load(REAL_CONFIG.read_text())
+
+
+def render_test_config() -> str:
+    """The text .test/config/config.yaml must have."""
+    body = yaml.safe_dump(
+        shrink_config(real_config()), sort_keys=False, width=100, default_flow_style=None
+    )
+    return HEADER + body
+
+
+def load_test_config(*experiments: str) -> dict[str, Any]:
+    """A fresh copy of the .test config, restricted to ``experiments`` when some are named."""
+    config = yaml.safe_load(TEST_CONFIG.read_text())
+    if experiments:
+        config["experiments"] = {name: config["experiments"][name] for name in experiments}
+    return config
+
+
+def one_experiment(name: str, block_size: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The .test config with only experiment ``name``, cut into blocks of ``block_size`` seeds
+    of one grid point each (``block_seconds: 0``) so that a test can count block jobs.
+    Returns the config and (a reference to) its experiment, for the test to override."""
+    config = load_test_config(name)
+    exp = config["experiments"][name]
+    exp.update(block_size=block_size, block_seconds=0)
+    return config, exp
+
+
+def seed_count(exp: dict[str, Any]) -> int:
+    seeds = exp.get("seeds", 1)
+    return seeds if isinstance(seeds, int) else len(seeds)
+
+
+def expected_blocks(exp: dict[str, Any]) -> int:
+    """Block jobs of an experiment from :func:`one_experiment`: grid points x seed blocks."""
+    points = math.prod(len(values) for values in exp.get("grid", {}).values())
+    return points * math.ceil(seed_count(exp) / exp["block_size"])
 
 
 def scratch_workflow(tmp: Path) -> Path:
-    """Copy the Snakefile, workflow/, config/ and profiles/ into ``tmp`` (as a clone would be)."""
+    """Copy the Snakefile, workflow/, config/, .test/config/ and profiles/ into ``tmp`` (as a
+    clone would be)."""
     shutil.copy(REPO / "Snakefile", tmp / "Snakefile")
     shutil.copytree(REPO / "workflow", tmp / "workflow")
     shutil.copytree(REPO / "config", tmp / "config")
+    shutil.copytree(REPO / ".test" / "config", tmp / ".test" / "config")
     shutil.copytree(REPO / "profiles", tmp / "profiles", symlinks=True)
     return tmp
 
@@ -53,3 +148,9 @@ def executed_jobs(proc: subprocess.CompletedProcess, rule: str) -> int:
     return sum(
         1 for line in text.splitlines() if line.strip() in (f"rule {rule}:", f"localrule {rule}:")
     )
+
+
+if __name__ == "__main__":
+    TEST_CONFIG.parent.mkdir(parents=True, exist_ok=True)
+    TEST_CONFIG.write_text(render_test_config())
+    print(f"wrote {TEST_CONFIG.relative_to(REPO)}")

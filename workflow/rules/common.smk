@@ -1,21 +1,22 @@
 # The only place for Python helpers of the workflow: config validation first, then
-# named input/param functions. All logic lives in attnsvm.workflow_plan.
+# named input/param functions. All logic lives in attnsvm.sweep.plan, every path in
+# attnsvm.sweep.paths (rules take their outputs and logs from path(), inputs from rules.X.output).
+#
+# Validation: Plan.from_config runs the config models (attnsvm.config.schema, the same that
+# `attnsvm check-config` runs), one error line naming key, value and what is allowed, before
+# any job is planned; workflow/schemas/config.schema.yaml is generated from those models.
 import sys
 
-from snakemake.utils import validate
-
 import attnsvm
-from attnsvm.config_io import check_config_files
-from attnsvm.grid import ConfigError
-from attnsvm.workflow_plan import Plan, lock_results, unlock_results
+from attnsvm.config.files import check_config_files
+from attnsvm.config.grid import FIGURES, ConfigError
+from attnsvm.sweep.plan import Plan, lock_results, unlock_results
 
 try:
     check_config_files(workflow.configfiles)  # what Snakemake's loader lets through
     PLAN = Plan.from_config(config)
 except ConfigError as err:
     sys.exit(f"attnsvm: config error: {err}")
-
-validate(config, "../schemas/config.schema.yaml")
 
 if workflow.is_main_process:
     for warning in PLAN.cost_warnings(workflow.local_exec, workflow._cores):
@@ -26,21 +27,25 @@ if workflow.is_main_process:
     for warning in PLAN.repair(dry_run=dry_run):
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
 
-RESULTS = PLAN.results
-
 
 wildcard_constraints:
     experiment="[A-Za-z0-9_-]+",
     block="[^/]+",
-    figure="e[1-6]|phase|rank_gd|rank_m|attention|regpath|optimizer",
+    figure="|".join(FIGURES),
+
+
+def path(name, **values):
+    # an output or log path of attnsvm.sweep.paths.LAYOUT, the one path scheme; fields not
+    # given stay wildcards ({experiment}, {block}, {figure})
+    return PLAN.paths.pattern(name, **values)
 
 
 def final_outputs():
     return PLAN.final_outputs()
 
 
-def block_cells(wildcards):
-    return PLAN.block_cells(wildcards.experiment, wildcards.block)
+def block_digest(wildcards):
+    return PLAN.block_digest(wildcards.experiment, wildcards.block)
 
 
 def block_runtime(wildcards):

@@ -1,4 +1,4 @@
-# One rule per figure kind (E1-E6 of SCIENCE.md section 6 and the beyond-the-paper figures),
+# One rule per figure kind (E1-E6 of docs/science.md §6 and the beyond-the-paper figures),
 # a status table per experiment, and the report's section about the run.
 
 
@@ -7,17 +7,17 @@ rule figure:
         sweep=rules.collect.output.sweep,
         summary=rules.summarize.output.summary,
     output:
-        pdf=f"{RESULTS}/{{experiment}}/figures/{{figure}}.pdf",
+        pdf=path("figure", ext="pdf"),
         png=report(
-            f"{RESULTS}/{{experiment}}/figures/{{figure}}.png",
+            path("figure", ext="png"),
             caption="../report/figure.rst",
             category=report_category,
             subcategory="{experiment}",
             labels=figure_labels,
         ),
-        caption=f"{RESULTS}/{{experiment}}/figures/{{figure}}.caption.rst",
+        caption=path("caption"),
     log:
-        f"{RESULTS}/{{experiment}}/logs/figure_{{figure}}.log",
+        path("figure_log"),
     priority: results_priority
     conda:
         "../envs/attnsvm.yaml"
@@ -32,14 +32,14 @@ rule status_table:
         summary=rules.summarize.output.summary,
     output:
         html=report(
-            f"{RESULTS}/{{experiment}}/status.html",
+            path("status_table"),
             caption="../report/status.rst",
             category=report_category,
             subcategory="{experiment}",
             labels={"result": "table: cells per status", "experiment": "{experiment}"},
         ),
     log:
-        f"{RESULTS}/{{experiment}}/logs/status_table.log",
+        path("status_table_log"),
     priority: results_priority
     conda:
         "../envs/attnsvm.yaml"
@@ -49,11 +49,11 @@ rule status_table:
 
 rule run_info:
     input:
-        sweeps=PLAN.sweep_paths(),
+        sweeps=expand(rules.collect.output.sweep, experiment=list(PLAN.experiments)),
     output:
-        rst=PLAN.paths.run_info(),
+        rst=path("run_info"),
     log:
-        f"{RESULTS}/logs/run_info.log",
+        path("run_info_log"),
     conda:
         "../envs/attnsvm.yaml"
     params:

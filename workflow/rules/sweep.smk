@@ -1,13 +1,13 @@
 # Block jobs (train + solve a block of cells), then collect and summarize per experiment.
-# Priorities (attnsvm.workflow_plan.Plan.priority): experiments in config order, and each
+# Priorities (attnsvm.sweep.plan.Plan.priority): experiments in config order, and each
 # experiment's collect, summary and figures as soon as its own blocks are done.
 
 
 rule block:
     output:
-        store=directory(f"{RESULTS}/{{experiment}}/blocks/{{block}}.zarr"),
+        store=directory(path("block")),
     log:
-        f"{RESULTS}/{{experiment}}/logs/block/{{block}}.log",
+        path("block_log"),
     priority: block_priority
     conda:
         "../envs/attnsvm.yaml"
@@ -16,20 +16,20 @@ rule block:
         runtime=block_runtime,
         mem_mb=config.get("mem_mb", 4000),
     params:
-        cells=block_cells,
+        cells_digest=block_digest,
         version=attnsvm.__version__,
         device=config.get("device", "auto"),
     script:
-        "../scripts/run_block.py"
+        "../scripts/block.py"
 
 
 rule collect:
     input:
         block_stores,
     output:
-        sweep=directory(f"{RESULTS}/{{experiment}}/sweep.zarr"),
+        sweep=directory(path("sweep")),
     log:
-        f"{RESULTS}/{{experiment}}/logs/collect.log",
+        path("collect_log"),
     priority: results_priority
     conda:
         "../envs/attnsvm.yaml"
@@ -47,9 +47,9 @@ rule summarize:
     input:
         sweep=rules.collect.output.sweep,
     output:
-        summary=f"{RESULTS}/{{experiment}}/summary.nc",
+        summary=path("summary"),
     log:
-        f"{RESULTS}/{{experiment}}/logs/summarize.log",
+        path("summarize_log"),
     priority: results_priority
     conda:
         "../envs/attnsvm.yaml"

@@ -4,7 +4,7 @@ from attnsvm.logs import log_to
 
 log_to(snakemake.log[0])  # noqa: F821 - stderr and attnsvm's log records: the rule's log
 
-from attnsvm.figures import make_figure  # noqa: E402
+from attnsvm.report.draw import make_figure  # noqa: E402
 
 make_figure(
     snakemake.wildcards.figure,  # noqa: F821

@@ -4,7 +4,7 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821, SIM115
 
-from attnsvm.report_text import write_run_info  # noqa: E402
+from attnsvm.report.text import write_run_info  # noqa: E402
 
 write_run_info(
     snakemake.params.config,  # noqa: F821

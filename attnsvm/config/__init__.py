@@ -1,0 +1,1 @@
+"""The sweep's configuration: one cell, the grid of an experiment, the config files."""

@@ -1,0 +1,110 @@
+"""Reading sweep config files safely: bounded size, no alias bombs, no duplicate keys.
+
+``attnsvm check-config``, ``attnsvm status --configfile`` and the workflow (which re-reads the
+files Snakemake loaded, to catch what Snakemake's loader lets through) all read configs here.
+Every problem is one :class:`~attnsvm.config.grid.ConfigError` naming the file and, for YAML
+problems, the line: a file over MAX_CONFIG_BYTES, a binary (non-UTF-8) file, invalid YAML,
+a key given twice in one mapping (``fixed``, an experiment name, ...), or more than
+MAX_ALIASES alias uses. The parsed value then goes to :func:`attnsvm.config.grid.parse_config`,
+which bounds everything else.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import yaml
+
+from attnsvm.config.grid import ConfigError
+
+#: largest config file read (bytes); the paper's config is ~3 kB
+MAX_CONFIG_BYTES = 4 * 2**20
+#: most alias uses (``*name``) in one file; real configs use a handful
+MAX_ALIASES = 1000
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys and counts alias uses."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._aliases = 0
+
+    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                mark = self.peek_event().start_mark
+                raise yaml.MarkedYAMLError(
+                    problem=f"more than {MAX_ALIASES} aliases (a YAML alias bomb?)",
+                    problem_mark=mark,
+                )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: SafeLoader reports it
+                    continue
+                if first is not None:
+                    raise yaml.MarkedYAMLError(
+                        problem=f"duplicate key {key!r} (first at line {first.line + 1}); "
+                        "the last one would silently win",
+                        problem_mark=key_node.start_mark,
+                    )
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_config_text(path: str | os.PathLike) -> str:
+    """The text of a config file: bounded size, UTF-8, no NUL bytes (one-line errors)."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"{path}: the file has {size} bytes, more than the {MAX_CONFIG_BYTES} bytes a "
+                "config may have; is this the right file?"
+            )
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as err:
+        raise ConfigError(f"cannot read {path}: {err.strerror or err}") from None
+    if b"\0" in data:
+        raise ConfigError(f"{path}: not a text file (it contains NUL bytes); a config is YAML")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"{path}: not a UTF-8 text file (byte {err.start}); a config is YAML text"
+        ) from None
+
+
+def load_config_text(text: str, name: str = "config") -> Any:
+    """Parse YAML text safely (see the module docstring); ``name`` is used in messages."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise ConfigError(f"{name} is not valid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{name}: nested too deeply") from None
+
+
+def load_config_file(path: str | os.PathLike) -> Any:
+    """Read and parse a config file safely; raises :class:`ConfigError` with one line."""
+    return load_config_text(read_config_text(path), str(path))
+
+
+def check_config_files(paths: Iterable[str | os.PathLike]) -> None:
+    """Re-read config files another loader (Snakemake's) already parsed, to catch duplicate
+    keys, binary content and alias bombs it lets through."""
+    for path in paths:
+        load_config_file(path)

@@ -1,0 +1,446 @@
+"""Sweep configuration -> experiments -> grid points -> blocks of cells.
+
+An experiment has ``fixed`` cell settings, grid ``axes`` (any :class:`~attnsvm.config.cell.Cell`
+field) and ``seeds`` (a count or a list). A *grid point* is one combination of axis values;
+a *block* is up to ``block_size`` consecutive seeds of one grid point, so all its cells share
+a shape and train as one batch. A block is the unit of a workflow job and of resume: its
+name is built from its axis values and seed range only, so adding an axis value or more
+seeds leaves every existing full block's name and cells unchanged.
+
+With ``block_seconds`` > 0, consecutive grid points whose seeds fit in one block are packed
+into one block (one job) while its predicted CPU seconds stay under ``block_seconds`` and its
+predicted memory under ``PACK_MAX_BYTES``: cheap grid points then pay one worker start-up (~3-5 s of
+imports and interpreter) together instead of one each (issue 19; BENCHMARKS.md). Points are
+packed only with points whose cells store alike (same head, generator, training and
+checkpoints); a packed block's name spans its first and last point, and a change of the grid
+may repack (and so recompute) the packed blocks of that experiment.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from attnsvm.config.cell import (
+    Cell,
+    CellError,
+    format_bytes,
+    predicted_bytes,
+    predicted_seconds,
+)
+
+# the figure registry (attnsvm/report/figures: one module per figure, names read without
+# importing matplotlib); the paper's E1-E6 first, then the others
+from attnsvm.report.figures import FIGURES, PAPER_FIGURES  # noqa: F401
+
+CELL_FIELDS = tuple(f.name for f in dataclasses.fields(Cell))
+DEFAULT_BLOCK_SIZE = 64
+DEFAULT_MEM_MB = 4000
+#: Limits that keep planning bounded (issue 17; README "Configuration", config/README.md).
+#: ``max_cells`` defaults to DEFAULT_MAX_CELLS (the paper's sweep has ~11,000 cells).
+DEFAULT_MAX_CELLS = 100_000
+#: ``max_blocks`` (jobs) defaults to DEFAULT_MAX_BLOCKS: Snakemake plans ~250 jobs per CPU
+#: second (5000 blocks: 19 s CPU for ``snakemake -n``), the paper's sweep has 109 blocks, and
+#: max_cells cells in full blocks of the default size make 1563
+DEFAULT_MAX_BLOCKS = 2_000
+MAX_BLOCK_SIZE = 10_000
+#: ``block_seconds`` defaults to 0: one grid point per block (no packing)
+DEFAULT_BLOCK_SECONDS = 0.0
+#: largest ``block_seconds`` (a week of predicted CPU time)
+MAX_BLOCK_SECONDS = 7 * 24 * 3600.0
+#: predicted memory (:func:`attnsvm.config.cell.predicted_bytes`, summed over the grid points) up to
+#: which points are packed into one block; a quarter of the default ``mem_mb``
+PACK_MAX_BYTES = 2**30
+MAX_THREADS = 4096
+MAX_MEM_MB = 2**40
+#: YAML values (scalars, lists and mappings, every alias counted again) in a whole config
+MAX_CONFIG_NODES = 200_000
+MAX_NAME_LENGTH = 100
+#: longest block name kept readable; longer ones are shortened with a digest (file names
+#: may have at most 255 bytes)
+MAX_BLOCK_NAME = 200
+
+
+class ConfigError(ValueError):
+    """A sweep configuration problem; the message names the key, the value and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """A block of cells: the unit of a job, a store and a resume.
+
+    Its cells are seeds of one grid point, or (packed, ``block_seconds`` > 0) of several
+    consecutive grid points; ``cell_points`` then names each cell's point.
+    """
+
+    experiment: str
+    name: str
+    point: tuple[tuple[str, Any], ...]  # axis values of the (first) grid point
+    cells: tuple[Cell, ...]
+    cell_points: tuple[tuple[tuple[str, Any], ...], ...] = ()  # per cell; () = all at point
+
+    @property
+    def seeds(self) -> list[int]:
+        return [c.seed for c in self.cells]
+
+    def points_of_cells(self) -> tuple[tuple[tuple[str, Any], ...], ...]:
+        """The grid point of every cell, in cell order."""
+        return self.cell_points or (self.point,) * len(self.cells)
+
+    def predicted_seconds(self) -> float:
+        """Predicted CPU seconds of its cells (:func:`attnsvm.config.cell.predicted_seconds`;
+        each grid point's seeds train as one batch)."""
+        counts = collections.Counter(self.points_of_cells())
+        first = {}
+        for point, cell in zip(self.points_of_cells(), self.cells, strict=True):
+            first.setdefault(point, cell)
+        return sum(predicted_seconds(first[p], k) * k for p, k in counts.items())
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A validated experiment: fixed settings, axes (ordered), seeds, figures, block size."""
+
+    name: str
+    fixed: dict[str, Any]
+    axes: dict[str, list[Any]]
+    seeds: Sequence[int]  # sorted; a range for ``seeds: N`` (never enumerated to count it)
+    figures: list[str]
+    block_size: int
+    description: str = ""
+    block_seconds: float = DEFAULT_BLOCK_SECONDS
+    #: its cells were validated (one per grid point, by :func:`parse_config`): the cells of its
+    #: blocks are then built without validating them again (:meth:`Cell.trusted`)
+    checked: bool = dataclasses.field(default=False, compare=False, repr=False)
+
+    def points(self) -> list[tuple[tuple[str, Any], ...]]:
+        """Every grid point as ((axis, value), ...) in axis order (Cartesian product)."""
+        names = list(self.axes)
+        return [
+            tuple(zip(names, vals, strict=True)) for vals in itertools.product(*self.axes.values())
+        ]
+
+    def cell(self, point: tuple[tuple[str, Any], ...], seed: int) -> Cell:
+        """The cell of a grid point and seed (validated, unless the experiment is checked)."""
+        values = {**self.fixed, **dict(point), "seed": seed}
+        return Cell.trusted(values) if self.checked else Cell(**values)
+
+    def blocks(self) -> list[Block]:
+        """Blocks of up to ``block_size`` consecutive seeds per grid point, and with
+        ``block_seconds`` > 0 packs of consecutive cheap grid points (module docstring)."""
+        out = []
+        for pack in self._packs():
+            if len(pack) > 1:
+                out.append(self._packed_block(pack))
+                continue
+            point = pack[0]
+            for k in range(0, len(self.seeds), self.block_size):
+                seeds = self.seeds[k : k + self.block_size]
+                cells = tuple(self.cell(point, s) for s in seeds)
+                out.append(Block(self.name, block_name(point, seeds), point, cells))
+        return out
+
+    def _packed_block(self, pack: list[tuple[tuple[str, Any], ...]]) -> Block:
+        cell_points = tuple(p for p in pack for _ in self.seeds)
+        cells = tuple(self.cell(p, s) for p in pack for s in self.seeds)
+        name = block_name(pack[0], self.seeds, last=pack[-1])
+        return Block(self.name, name, pack[0], cells, cell_points)
+
+    def _packs(self) -> list[list[tuple[tuple[str, Any], ...]]]:
+        """Grid points in order, cut into packs: one point each unless ``block_seconds`` > 0."""
+        points = self.points()
+        if not _packs(self):
+            return [[p] for p in points]
+        packs: list[list[tuple[tuple[str, Any], ...]]] = []
+        key, seconds, memory = None, 0.0, 0
+        per_point = len(self.seeds)
+        for point in points:
+            cell = self.cell(point, self.seeds[0])
+            cost = predicted_seconds(cell, per_point) * per_point
+            this = _storage_key(cell)
+            size = predicted_bytes(cell, per_point)
+            full = packs and (
+                this != key or seconds + cost > self.block_seconds or memory + size > PACK_MAX_BYTES
+            )
+            if not packs or full:
+                packs.append([point])
+                key, seconds, memory = this, cost, size
+            else:
+                packs[-1].append(point)
+                seconds, memory = seconds + cost, memory + size
+        return packs
+
+    @property
+    def n_cells(self) -> int:
+        """Cells of the experiment, from the lengths of its axes and seeds (nothing is built)."""
+        return len(self.seeds) * math.prod(len(v) for v in self.axes.values())
+
+    def predicted_cost(self) -> tuple[int, float]:
+        """Predicted peak bytes of the largest block and CPU seconds of all cells.
+
+        From one cell per grid point (:func:`attnsvm.config.cell.predicted_bytes`,
+        :func:`attnsvm.config.cell.predicted_seconds`); no block is built.
+        """
+        batch = min(self.block_size, len(self.seeds))
+        most, seconds = 0, 0.0
+        for point in self.points():
+            cell = self.cell(point, self.seeds[0])
+            most = max(most, predicted_bytes(cell, batch))
+            seconds += predicted_seconds(cell, batch) * len(self.seeds)
+        return most, seconds
+
+    @property
+    def n_blocks_unpacked(self) -> int:
+        """Grid points x ceil(seeds / block_size), from the axes' lengths (nothing is built):
+        the blocks without packing, an upper bound of :attr:`n_blocks`."""
+        per_point = -(-len(self.seeds) // self.block_size)
+        return per_point * math.prod(len(v) for v in self.axes.values())
+
+    @property
+    def n_blocks(self) -> int:
+        """Blocks of the experiment; packing (``block_seconds`` > 0) builds one cell per
+        grid point to count them."""
+        if _packs(self):
+            return len(self._packs())
+        return self.n_blocks_unpacked
+
+
+def _storage_key(cell: Cell) -> tuple:
+    """What cells must share to be stored in one block: the variables and checkpoints they
+    produce (:func:`attnsvm.sweep.store.results_to_dataset`); sizes may differ (padded)."""
+    return (cell.head, cell.generator, cell.train, cell.task, tuple(cell.checkpoints()))
+
+
+_FLOAT_FIELDS = {f.name for f in dataclasses.fields(Cell) if f.type in ("float", float)}
+
+
+def yaml_value(key: str, value: Any) -> Any:
+    """A config value of cell field ``key``: YAML 1.1 reads ``1e-3`` as a string, accepted for
+    float fields."""
+    if key in _FLOAT_FIELDS and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def block_name(
+    point: tuple[tuple[str, Any], ...],
+    seeds: Sequence[int],
+    last: tuple[tuple[str, Any], ...] | None = None,
+) -> str:
+    """``d=10_param=KQ_seeds=0-63``: readable, stable under insertion of other axis values.
+
+    A packed block (``last``: its last grid point) is named
+    ``d=2_param=W_to_d=8_param=KQ_seeds=0-2``.
+
+    Snakemake can always match it: it never contains ``/``, and it ends in the seed range,
+    whose numbers have at most 19 digits (seeds <= 2**63 - 1), so no suffix of it repeats 20
+    times (Snakemake's PeriodicWildcardError). A name longer than MAX_BLOCK_NAME characters
+    (many axes, long values) keeps its first part and the seed range around a digest of the
+    whole name, so it fits in a file name and stays unique.
+    """
+    parts = [f"{k}={_fmt_value(v)}" for k, v in point]
+    if last is not None:
+        parts += ["to", *(f"{k}={_fmt_value(v)}" for k, v in last)]
+    tail = f"seeds={seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"seeds={seeds[0]}"
+    name = "_".join([*parts, tail]).replace("/", "%2F")
+    if len(name) > MAX_BLOCK_NAME:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+        keep = MAX_BLOCK_NAME - len(tail) - len(digest) - 4
+        name = f"{name[:keep]}_h={digest}_{tail}"
+    return name
+
+
+def check_config_size(config: Any, limit: int = MAX_CONFIG_NODES) -> None:
+    """Refuse a config with more than ``limit`` YAML values, counting every alias again.
+
+    YAML aliases share objects, so a small file can describe a structure with billions of
+    values ("billion laughs"); this walk stops after ``limit`` values, in well under a second,
+    before anything walks the whole structure.
+    """
+    stack = [config]
+    count = 0
+    while stack:
+        obj = stack.pop()
+        count += 1
+        if count > limit:
+            raise ConfigError(
+                f"config: more than {limit:,} values (YAML aliases counted each time they are "
+                "used); a config this large is a mistake or an alias bomb".replace(",", "_")
+            )
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            stack.extend(obj)
+
+
+def _shape(name: str, raw: dict[str, Any], block_size: int, block_seconds: float) -> Experiment:
+    """The experiment of a config entry the models accepted (defaults filled in, YAML float
+    strings read, one value made an axis); its cells are neither built nor validated."""
+    fixed = {k: yaml_value(k, v) for k, v in (raw.get("fixed") or {}).items()}
+    axes = {
+        k: [yaml_value(k, v) for v in (values if isinstance(values, list) else [values])]
+        for k, values in (raw.get("grid") or {}).items()
+    }
+    seeds = raw.get("seeds", 1)
+    seeds = range(seeds) if isinstance(seeds, int) else sorted(seeds)
+    figures = raw.get("figures") or []
+    return Experiment(
+        name,
+        fixed,
+        axes,
+        seeds,
+        figures if isinstance(figures, list) else [figures],
+        raw.get("block_size", block_size),
+        raw.get("description", ""),
+        float(raw.get("block_seconds", block_seconds)),
+    )
+
+
+def _shapes(config: dict[str, Any]) -> list[Experiment]:
+    block_size = config.get("block_size", DEFAULT_BLOCK_SIZE)
+    block_seconds = config.get("block_seconds", DEFAULT_BLOCK_SECONDS)
+    return [
+        _shape(name, raw, block_size, block_seconds) for name, raw in config["experiments"].items()
+    ]
+
+
+def planned_experiment(config: dict[str, Any], name: str) -> Experiment:
+    """Experiment ``name`` of a config that :func:`parse_config` accepted before (the Snakemake
+    process that planned the job did), built without validating it or its cells again."""
+    exp = _shape(
+        name,
+        config["experiments"][name],
+        config.get("block_size", DEFAULT_BLOCK_SIZE),
+        config.get("block_seconds", DEFAULT_BLOCK_SECONDS),
+    )
+    return dataclasses.replace(exp, seeds=list(exp.seeds), checked=True)
+
+
+def _check_cells(exp: Experiment, mem_mb: int | None) -> Experiment:
+    """Build and validate one cell per grid point; refuse a block predicted not to fit.
+
+    Called only once the grid's size is known to be within ``max_cells``.
+    """
+    where = f"experiment '{exp.name}'"
+    batch = min(exp.block_size, len(exp.seeds))  # a training batch: one point's seeds
+    worst: tuple[int, tuple] = (0, ())
+    for point in exp.points():  # every cell must be valid before any job starts
+        at = " at " + ", ".join(f"{k}={v!r}" for k, v in point) if point else ""
+        try:
+            cell = exp.cell(point, exp.seeds[0])
+        except CellError as err:
+            raise ConfigError(f"{where}{at}: {err}") from None
+        worst = max(worst, (predicted_bytes(cell, batch), point))
+    if mem_mb is not None and worst[0] > mem_mb * 2**20:
+        at = " at " + ", ".join(f"{k}={v!r}" for k, v in worst[1]) if worst[1] else ""
+        raise ConfigError(
+            f"{where}{at}: a block of {batch} cells is predicted to need "
+            f"{format_bytes(worst[0])}, more than mem_mb={mem_mb} "
+            f"({format_bytes(mem_mb * 2**20)}) per block job; lower d, n, T, "
+            "checkpoint_count or block_size, or raise mem_mb"
+        )
+    return dataclasses.replace(exp, seeds=list(exp.seeds), checked=True)
+
+
+def parse_experiment(
+    name: str, raw: Any, default_block_size: int, mem_mb: int | None = None
+) -> Experiment:
+    """Validate one experiment entry and every cell it describes (errors name key and value).
+
+    Refuses more than DEFAULT_MAX_CELLS cells before building any; ``mem_mb``: refuse a block
+    predicted to need more memory (MB).
+    """
+    from attnsvm.config.schema import validate_config
+
+    config = {"block_size": default_block_size, "experiments": {name: raw}}
+    validate_config(config)
+    (exp,) = _shapes(config)
+    _check_max_cells(exp.n_cells, DEFAULT_MAX_CELLS, default=True)
+    return _check_cells(exp, mem_mb)
+
+
+def _check_max_cells(total: int, limit: int, default: bool) -> None:
+    if total > limit:
+        how = (
+            f"more than the default max_cells={limit}; set max_cells higher"
+            if default
+            else f"more than max_cells={limit}; raise max_cells"
+        )
+        raise ConfigError(
+            f"config: the grid has {total} cells, {how} if this is intended "
+            "(a typo like 'seeds: 100000'?)"
+        )
+
+
+def describe_cost(exp: Experiment) -> str:
+    """``16 cells in 2 blocks, largest block ~1.2 MiB, ~0.01 CPU-hours`` (predicted)."""
+    most, seconds = exp.predicted_cost()
+    return (
+        f"{exp.n_cells} cells in {exp.n_blocks} blocks, largest block ~{format_bytes(most)}, "
+        f"~{seconds / 3600:.2g} CPU-hours predicted"
+    )
+
+
+def parse_config(config: Any) -> dict[str, Experiment]:
+    """Validate a whole sweep config (top-level keys, experiments, cells) into experiments.
+
+    The keys and values are checked by the models of :mod:`attnsvm.config.schema`, the rules
+    that tie cell fields together on one cell per grid point (:class:`~attnsvm.config.cell.
+    CellModel`); the other cells of a point differ only in their seed, and are built unchecked.
+
+    Work is bounded whatever the input (issue 17): the config's size is checked first, the
+    cells and blocks are counted from the axes' lengths and checked against ``max_cells`` and
+    ``max_blocks`` (defaults DEFAULT_MAX_CELLS, DEFAULT_MAX_BLOCKS) before any is built, and
+    the largest block's predicted memory against ``mem_mb``. Packed blocks
+    (``block_seconds``) are counted again once one cell per grid point is validated.
+    """
+    from attnsvm.config.schema import validate_config
+
+    check_config_size(config)
+    if not isinstance(config, dict):
+        raise ConfigError(f"config must be a mapping, got {type(config).__name__}")
+    validate_config(config)  # every key and value (but the rules tying cell fields together)
+    shapes = _shapes(config)
+    limit = config.get("max_cells", DEFAULT_MAX_CELLS)
+    max_blocks = config.get("max_blocks", DEFAULT_MAX_BLOCKS)
+    mem_mb = config.get("mem_mb", DEFAULT_MEM_MB)
+    _check_max_cells(sum(e.n_cells for e in shapes), limit, "max_cells" not in config)
+    # blocks are counted from the axes' lengths before any cell is built; packing
+    # (block_seconds) can only lower that count, and counting packs needs valid cells
+    unpacked = sum(e.n_blocks_unpacked for e in shapes)
+    if unpacked > max_blocks and not any(_packs(e) for e in shapes):
+        raise _too_many_blocks(unpacked, max_blocks, "max_blocks" not in config)
+    checked = [_check_cells(e, mem_mb) for e in shapes]
+    n_blocks = sum(e.n_blocks for e in checked)
+    if n_blocks > max_blocks:
+        raise _too_many_blocks(n_blocks, max_blocks, "max_blocks" not in config)
+    return {e.name: e for e in checked}
+
+
+def _too_many_blocks(n_blocks: int, max_blocks: int, default: bool) -> ConfigError:
+    return ConfigError(
+        f"config: the grid has {n_blocks} blocks (workflow jobs), more than "
+        f"{'the default ' if default else ''}max_blocks={max_blocks}; raise block_size "
+        "(seeds per job), block_seconds (packs cheap grid points) or max_blocks"
+    )
+
+
+def _packs(exp: Experiment) -> bool:
+    """Whether ``exp`` may pack grid points into one block (``block_seconds``)."""
+    return exp.block_seconds > 0 and len(exp.seeds) <= exp.block_size

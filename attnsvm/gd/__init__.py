@@ -1,0 +1,1 @@
+"""Gradient descent on one attention layer: data, model, training, regularization path."""

@@ -1,0 +1,125 @@
+"""Seeded data generators of docs/science.md §1 and seeded initializations of §3.
+
+Everything is drawn on the CPU in float64 from a per-seed NumPy generator, so a seed fixes
+data and initialization bit for bit, whatever the device and whatever other seeds share a
+batch. Data and initialization use two independent streams of the same seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnsvm.config.cell import Cell
+
+_DATA_STREAM = 0
+_INIT_STREAM = 1
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One dataset (docs/science.md §1).
+
+    X: tokens (n, T, d); Y: labels (n,) in {-1, +1}; Z: queries (n, d) (the first token for
+    self-attention); v: linear head (d,); V: value matrix (d, d) of the relu head, else None.
+    """
+
+    X: np.ndarray
+    Y: np.ndarray
+    Z: np.ndarray
+    v: np.ndarray
+    V: np.ndarray | None = None
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def T(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[2]
+
+
+def _rng(seed: int, stream: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([seed, stream]))
+
+
+def _unit_rows(a: np.ndarray) -> np.ndarray:
+    return a / np.linalg.norm(a, axis=-1, keepdims=True)
+
+
+def make_dataset(cell: Cell) -> Dataset:
+    """Draw the dataset of a cell (docs/science.md §1: gaussian, relu, orthonormal, toy2d)."""
+    rng = _rng(cell.seed, _DATA_STREAM)
+    n, T, d = cell.n, cell.T, cell.d
+    V = None
+    if cell.generator == "toy2d":
+        X, Y, Z, v = _toy2d()
+    else:
+        v = _unit_rows(rng.standard_normal(d))
+        Y = np.where(rng.standard_normal(n) > 0, 1.0, -1.0)
+        if cell.generator == "orthonormal":
+            g = rng.standard_normal((n, d, T))
+            X = np.linalg.qr(g)[0].transpose(0, 2, 1).copy()  # (n, T, d), orthonormal rows
+            Y = np.ones(n)
+        else:
+            X = _unit_rows(rng.standard_normal((n, T, d)))
+        Z = _unit_rows(rng.standard_normal((n, d)))
+        if cell.generator == "relu":
+            V = rng.standard_normal((d, d))
+            V = V / np.linalg.norm(V)
+            v = np.ones(d)
+    if cell.attention == "self":
+        Z = X[:, 0, :].copy()
+    return Dataset(X=X, Y=Y, Z=Z, v=v, V=V)
+
+
+def _toy2d() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Hand-placed n=2, T=3, d=2 example for the trajectory picture (E1).
+
+    Labels +1, -1 and head v = e_1 make token 1 optimal in both examples. The points were
+    picked so that the Frobenius and nuclear SVM solutions differ visibly (the rays
+    W_mm z_i and W_mm_* z_i are about 50 degrees apart) and GD from the zero init reaches
+    its SVM direction within 2000 iterations for W and for KQ (corr > 0.999).
+    """
+    X = np.array(
+        [
+            [[0.61, -0.79], [0.21, -0.98], [-0.99, -0.15]],
+            [[0.17, 0.99], [0.83, 0.55], [0.74, 0.68]],
+        ]
+    )
+    Y = np.array([1.0, -1.0])
+    Z = np.array([[1.00, -0.02], [0.57, 0.82]])
+    v = np.array([1.0, 0.0])
+    return X, Y, Z, v
+
+
+def make_init(cell: Cell) -> dict[str, np.ndarray]:
+    """Seeded initialization (docs/science.md §3).
+
+    Returns ``{"W": (d, d)}`` for ``param="W"`` or ``{"K": (d, m), "Q": (d, m)}`` for KQ.
+    uniform: entries ``U(-1/sqrt(d), 1/sqrt(d))``; zero: W = 0, or Q = 0 and K = 0.1 N(0, 1).
+    """
+    rng = _rng(cell.seed, _INIT_STREAM)
+    d, m = cell.d, cell.inner_dim
+    b = 1.0 / np.sqrt(d)
+    if cell.param == "W":
+        W = np.zeros((d, d)) if cell.init == "zero" else rng.uniform(-b, b, (d, d))
+        return {"W": W}
+    if cell.init == "zero":
+        return {"K": 0.1 * rng.standard_normal((d, m)), "Q": np.zeros((d, m))}
+    return {"K": rng.uniform(-b, b, (d, m)), "Q": rng.uniform(-b, b, (d, m))}
+
+
+def token_scores(ds: Dataset) -> np.ndarray:
+    """``gamma_it = Y_i v^T x_it`` (docs/science.md §4), shape (n, T)."""
+    return ds.Y[:, None] * (ds.X @ ds.v)
+
+
+def optimal_tokens(ds: Dataset) -> np.ndarray:
+    """``opt_i = argmax_t gamma_it`` (docs/science.md §4), shape (n,)."""
+    return np.argmax(token_scores(ds), axis=1)

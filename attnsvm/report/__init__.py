@@ -1,0 +1,1 @@
+"""What a run shows: figures, their captions and the report's text."""

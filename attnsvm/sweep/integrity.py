@@ -1,0 +1,350 @@
+"""Integrity of stores: a manifest per store, its verification, and what a resume repairs.
+
+Every store written by :func:`attnsvm.sweep.store.write_atomic` (block and sweep stores)
+carries ``attnsvm-manifest.json``, written last, just before the store is renamed into place:
+its identity (kind, experiment, block, digest of the block's cells, attnsvm version, whether
+and why the block failed) and the size and SHA-256 of every file of the store, summed up in
+one ``content_sha256``. Every chunk also carries zarr's ``crc32c`` checksum (checked by zarr
+on every read). See ``docs/store.md``, "Integrity".
+
+A block store is **finished** only when its manifest verifies, names this block and
+experiment, and holds the cells' digest of the plan. Anything else under ``blocks/`` is
+damaged (it does not verify: a flipped byte, a missing or truncated file), stale (another
+plan's cells or another attnsvm version), foreign (a copy of another block) or stray (not a
+block of the plan): the workflow moves damaged and stale stores aside before it plans its
+jobs (:func:`repair_blocks`), so that they are recomputed, and ignores stray entries with a
+warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attnsvm.atomic import remove_leftovers, write_text_atomic
+
+MANIFEST = "attnsvm-manifest.json"
+MANIFEST_FORMAT = "attnsvm-manifest-1"
+QUARANTINE = "quarantine"
+"""Folder (next to ``blocks/``) that damaged and stale block stores are moved into."""
+_IDENTITY = ("kind", "experiment", "block", "cells_digest", "failure_kind")
+
+
+class StoreError(Exception):
+    """A store that cannot be trusted; the message names its path and the reason."""
+
+    def __init__(self, path: str | os.PathLike, reason: str, state: str = "damaged"):
+        self.path, self.reason, self.state = Path(path), reason, state
+        super().__init__(f"{state} store {self.path}: {reason}")
+
+    def __reduce__(self):  # raised in collect's worker processes, re-raised in the parent
+        return type(self), (self.path, self.reason, self.state)
+
+
+def attnsvm_version() -> str:
+    """The running attnsvm version (recorded in manifests; a change makes blocks stale)."""
+    import attnsvm
+
+    return attnsvm.__version__
+
+
+def _ignored(rel: str) -> bool:
+    """Files that are not part of a store's content: the manifest, hidden files.
+
+    Snakemake writes ``.snakemake_timestamp`` into directory outputs after the job.
+    """
+    return rel == MANIFEST or any(part.startswith(".") for part in rel.split("/"))
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _content_stats(root: Path) -> dict[str, os.stat_result]:
+    """``{relative path: stat}`` of the store's content files (one ``scandir`` per folder)."""
+    out: dict[str, os.stat_result] = {}
+    stack = [("", str(root))]
+    while stack:
+        rel_dir, path = stack.pop()
+        with os.scandir(path) as it:
+            for e in it:
+                rel = rel_dir + e.name
+                if e.is_dir(follow_symlinks=False):
+                    stack.append((rel + "/", e.path))
+                elif not _ignored(rel):
+                    out[rel] = e.stat()
+    return out
+
+
+def _unchanged_key(st: os.stat_result) -> list[int]:
+    """What any write to a file changes: inode, modification and status-change times (ns).
+
+    The status-change time cannot be set back by a program, so a file whose key equals the
+    one recorded when its hash was taken has not been written since (a copy of the store gets
+    new inodes and times, and is hashed again)."""
+    return [st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _content_sha256(files: Mapping[str, Any]) -> str:
+    text = json.dumps(files, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def write_manifest(store: str | os.PathLike, attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Write the manifest of the (complete, not yet renamed) store at ``store``.
+
+    ``attrs``: the store's attributes; ``format`` decides the kind (``block`` / ``sweep``),
+    ``experiment``, ``block``, ``cells_digest`` and ``failure_kind`` are copied when present.
+    """
+    root = Path(store)
+    stats = _content_stats(root)
+    files = {rel: [st.st_size, _file_sha256(root / rel)] for rel, st in stats.items()}
+    fmt = str(attrs.get("format", ""))
+    manifest: dict[str, Any] = {
+        "format": MANIFEST_FORMAT,
+        "kind": "sweep" if "sweep" in fmt else "block",
+        "experiment": str(attrs.get("experiment", "")),
+        "block": str(attrs.get("block", "")),
+        "cells_digest": str(attrs.get("cells_digest", "")),
+        "failure_kind": str(attrs.get("failure_kind", "")),
+        "attnsvm": attnsvm_version(),
+        "files": files,
+        "content_sha256": _content_sha256(files),
+        # a hint for quick checks (verify_store's trust_unchanged), not part of the checksum:
+        # a wrong entry only makes a file be hashed again
+        "unchanged": {rel: _unchanged_key(st) for rel, st in stats.items()},
+    }
+    write_text_atomic(root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
+    return manifest
+
+
+def verify_store(
+    path: str | os.PathLike, full: bool = True, trust_unchanged: bool = False
+) -> dict[str, Any]:
+    """The manifest of the store at ``path`` once its content verifies against it.
+
+    ``full``: hash every file (otherwise only names and sizes are compared).
+    ``trust_unchanged``: skip the hash of a file not written since the manifest recorded its
+    hash (same inode, modification and status-change time; :func:`_unchanged_key`): the
+    quick check of ``attnsvm status``. Collect and the workflow's repair hash every file.
+    Raises :class:`StoreError` (state ``damaged``) naming the store and the first problem:
+    not a directory, no or unreadable manifest, a file missing, added, resized or changed.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise StoreError(root, "not a directory")
+    try:
+        manifest = json.loads((root / MANIFEST).read_text())
+        files = manifest["files"]
+        if manifest.get("format") != MANIFEST_FORMAT or not isinstance(files, dict):
+            raise ValueError("unknown manifest format")
+    except FileNotFoundError:
+        raise StoreError(root, f"no {MANIFEST} (written last: the store is incomplete)") from None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise StoreError(root, f"unreadable {MANIFEST}: {err}") from None
+    if manifest.get("content_sha256") != _content_sha256(files):
+        raise StoreError(root, f"{MANIFEST} does not match its own checksum")
+    try:
+        stats = _content_stats(root)
+    except OSError as err:  # e.g. replaced or removed while being read
+        raise StoreError(root, f"cannot be listed: {err}") from None
+    present = {rel: st.st_size for rel, st in stats.items()}
+    unchanged = manifest.get("unchanged") if trust_unchanged else None
+    if not isinstance(unchanged, dict):
+        unchanged = {}
+    missing = sorted(set(files) - set(present))
+    if missing:
+        raise StoreError(root, f"file missing: {missing[0]}" + _more(missing))
+    extra = sorted(set(present) - set(files))
+    if extra:
+        raise StoreError(root, f"file not in the manifest: {extra[0]}" + _more(extra))
+    for rel, actual in present.items():
+        try:
+            size, sha = files[rel]
+        except (TypeError, ValueError):
+            raise StoreError(root, f"unreadable {MANIFEST} entry for {rel}") from None
+        if actual != size:
+            raise StoreError(root, f"file {rel} has {actual} bytes, manifest {size}")
+        if unchanged.get(rel) == _unchanged_key(stats[rel]):
+            continue
+        if full and _file_sha256(root / rel) != sha:
+            raise StoreError(root, f"file {rel} does not match its checksum")
+    return manifest
+
+
+def open_store(path: str | os.PathLike):
+    """Open a store with xarray (lazy), not consolidated, without verifying it.
+
+    Snakemake leaves a ``.snakemake_timestamp`` file in directory outputs and every store
+    holds its manifest; zarr warns about these unknown objects, which is harmless and
+    silenced here.
+    """
+    import xarray as xr
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*snakemake_timestamp.*")
+        warnings.filterwarnings("ignore", message=f".*{MANIFEST}.*")
+        return xr.open_zarr(path, consolidated=False)
+
+
+def load_verified(path: str | os.PathLike):
+    """A store read into memory after its manifest verified, every chunk checksum checked.
+
+    Raises :class:`StoreError` naming the store on any failure (a file missing or changed,
+    a chunk whose CRC-32C does not match, metadata zarr cannot read).
+    """
+    verify_store(path)
+    try:
+        return open_store(path).load()
+    except Exception as err:
+        raise StoreError(path, f"cannot be read: {type(err).__name__}: {err}") from err
+
+
+def _more(items: list[str]) -> str:
+    return f" (and {len(items) - 1} more)" if len(items) > 1 else ""
+
+
+@dataclass(frozen=True)
+class BlockCheck:
+    """What a block store on disk is worth (:func:`check_block`)."""
+
+    path: Path
+    state: str
+    """finished, failed (a reproducible crash, kept until forced), retry (an environmental
+    crash, recomputed by a plain resume), damaged, stale or foreign."""
+    reason: str = ""
+    manifest: dict[str, Any] | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Counts as done (``failed`` blocks are done: their cells are recorded as failed)."""
+        return self.state in ("finished", "failed")
+
+
+def check_block(
+    path: str | os.PathLike,
+    experiment: str,
+    block: str,
+    digest: str | None = None,
+    full: bool = True,
+    check_version: bool = True,
+    trust_unchanged: bool = False,
+) -> BlockCheck:
+    """Check the block store at ``path`` against the plan (``digest``: the cells' digest).
+
+    ``full`` and ``trust_unchanged``: as for :func:`verify_store`.
+
+    ``check_version``: a store written by another attnsvm version is stale (the workflow's
+    rule: the version stands in for the library code).
+    """
+    path = Path(path)
+    try:
+        m = verify_store(path, full=full, trust_unchanged=trust_unchanged)
+    except StoreError as err:
+        return BlockCheck(path, "damaged", err.reason)
+    if m.get("kind") != "block" or m.get("experiment") != experiment or m.get("block") != block:
+        where = f"{m.get('kind')} {m.get('experiment')!r}/{m.get('block')!r}"
+        return BlockCheck(path, "foreign", f"its manifest describes {where}", m)
+    if digest is not None and m.get("cells_digest") != digest:
+        return BlockCheck(path, "stale", "its cells differ from the plan's (cells_digest)", m)
+    if check_version and m.get("attnsvm") != attnsvm_version():
+        why = f"written by attnsvm {m.get('attnsvm')}, this is {attnsvm_version()}"
+        return BlockCheck(path, "stale", why, m)
+    kind = m.get("failure_kind", "")
+    if kind == "environment":
+        return BlockCheck(path, "retry", "its worker failed for an environmental reason", m)
+    return BlockCheck(path, "failed" if kind else "finished", "", m)
+
+
+def is_hidden_work_file(name: str) -> bool:
+    """Entries of ``blocks/`` that belong to a running or killed job (claims, partial stores)."""
+    return name.startswith(".")
+
+
+def stray_entries(blocks_dir: str | os.PathLike, planned: Mapping[str, Any]) -> list[Path]:
+    """Visible entries of ``blocks_dir`` that are no store of a planned block."""
+    d = Path(blocks_dir)
+    if not d.is_dir():
+        return []
+    return sorted(
+        p
+        for p in d.iterdir()
+        if not is_hidden_work_file(p.name)
+        and not (p.suffix == ".zarr" and p.name.removesuffix(".zarr") in planned)
+    )
+
+
+def quarantine(path: Path) -> Path:
+    """Move ``path`` into ``<experiment>/quarantine/`` under a time-stamped name."""
+    dest_dir = path.parent.parent / QUARANTINE
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    dest = dest_dir / f"{path.name}.{stamp}-{os.getpid()}"
+    os.replace(path, dest)
+    return dest
+
+
+def repair_blocks(
+    blocks_dir: str | os.PathLike,
+    experiment: str,
+    planned: Mapping[str, str],
+    dry_run: bool = False,
+) -> tuple[list[str], list[str]]:
+    """Make every unfinished block store of ``planned`` (``{block: cells digest}``) missing.
+
+    Damaged, stale and foreign stores are moved into ``quarantine/`` (never deleted), stores
+    of blocks that failed for an environmental reason are removed (they hold no results), so
+    that the workflow sees those blocks as missing and recomputes them. Stray entries are
+    left alone. Returns one warning per finding, naming the path, and the paths of the
+    stores to recompute; ``dry_run`` changes nothing.
+    """
+    d = Path(blocks_dir)
+    out: list[str] = []
+    redo: list[str] = []
+    if not d.is_dir():
+        return out, redo
+    for name, digest in planned.items():
+        path = d / f"{name}.zarr"
+        if not path.exists():
+            continue
+        chk = check_block(path, experiment, name, digest)
+        if chk.finished:
+            continue
+        redo.append(str(path))
+        if dry_run:
+            out.append(f"{chk.state} block store {path} ({chk.reason}) will be recomputed")
+        elif chk.state == "retry":
+            shutil.rmtree(path)
+            out.append(f"block {path} failed for an environmental reason: retrying it")
+        else:
+            dest = quarantine(path)
+            out.append(
+                f"{chk.state} block store {path} ({chk.reason}): moved to {dest}, recomputing"
+            )
+    stray = stray_entries(d, planned)
+    if stray:
+        names = ", ".join(p.name for p in stray[:5]) + (" ..." if len(stray) > 5 else "")
+        out.append(f"{len(stray)} entries of {d} are no block of the plan, ignored: {names}")
+    return out, redo
+
+
+def clean_stale_partials(out: str | os.PathLike) -> None:
+    """Remove what killed attempts at writing ``out`` left next to it.
+
+    Temporary copies ``.<name>.partial-*`` and replaced stores ``.<name>.old-*``
+    (:func:`attnsvm.atomic.leftovers`); every writer of an output calls this before writing
+    it (Snakemake runs one job per output at a time).
+    """
+    remove_leftovers(out)

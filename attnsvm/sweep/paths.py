@@ -1,0 +1,98 @@
+"""The one path scheme: every output and log of the workflow under the results directory.
+
+:data:`LAYOUT` names each path once, as a template whose fields are the workflow's wildcards
+(``experiment``, ``block``, ``figure``) and a file extension ``ext``. The Snakemake rules take
+their outputs and logs from it with fields left as wildcards (``path("block")`` in
+``workflow/rules/common.smk``), the library (:class:`attnsvm.sweep.plan.Plan`, ``attnsvm
+status``) with every field filled in. The layout itself is documented in ``docs/store.md``.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+
+LAYOUT: dict[str, str] = {
+    "experiment": "{experiment}",
+    "blocks_dir": "{experiment}/blocks",
+    "block": "{experiment}/blocks/{block}.zarr",
+    "block_log": "{experiment}/logs/block/{block}.log",
+    "sweep": "{experiment}/sweep.zarr",
+    "collect_log": "{experiment}/logs/collect.log",
+    "summary": "{experiment}/summary.nc",
+    "summarize_log": "{experiment}/logs/summarize.log",
+    "figure": "{experiment}/figures/{figure}.{ext}",
+    "caption": "{experiment}/figures/{figure}.caption.rst",
+    "figure_log": "{experiment}/logs/figure_{figure}.log",
+    "status_table": "{experiment}/status.html",
+    "status_table_log": "{experiment}/logs/status_table.log",
+    "run_info": "run_info.rst",
+    "run_info_log": "logs/run_info.log",
+}
+"""Path of every output and log, relative to the results directory."""
+
+
+def fields(name: str) -> list[str]:
+    """The fields of the template ``name`` of :data:`LAYOUT`, in order."""
+    return [f for _, f, _, _ in string.Formatter().parse(LAYOUT[name]) if f]
+
+
+class _Wildcards(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Output layout under the results directory (:data:`LAYOUT`)."""
+
+    results: str
+
+    def pattern(self, name: str, **values: str) -> str:
+        """Path ``name``; fields not given in ``values`` stay Snakemake wildcards."""
+        return f"{self.results}/" + LAYOUT[name].format_map(_Wildcards(values))
+
+    def get(self, name: str, **values: str) -> str:
+        """Path ``name`` with every field given (``KeyError`` names a missing one)."""
+        missing = [f for f in fields(name) if f not in values]
+        if missing:
+            raise KeyError(f"path {name!r} needs {missing}")
+        return self.pattern(name, **values)
+
+    def experiment(self, exp: str) -> str:
+        return self.get("experiment", experiment=exp)
+
+    def blocks_dir(self, exp: str) -> str:
+        return self.get("blocks_dir", experiment=exp)
+
+    def block(self, exp: str, block: str) -> str:
+        return self.get("block", experiment=exp, block=block)
+
+    def sweep(self, exp: str) -> str:
+        return self.get("sweep", experiment=exp)
+
+    def summary(self, exp: str) -> str:
+        return self.get("summary", experiment=exp)
+
+    def figure(self, exp: str, fig: str, ext: str) -> str:
+        return self.get("figure", experiment=exp, figure=fig, ext=ext)
+
+    def status_table(self, exp: str) -> str:
+        return self.get("status_table", experiment=exp)
+
+    def run_info(self) -> str:
+        """The report's section about the run (attnsvm.report.text.run_info_rst)."""
+        return self.get("run_info")
+
+    def result_jobs(self, exp: str, figures: list[str]) -> list[tuple[str, str]]:
+        """(log, output) of every result job of ``exp``: collect, summarize, status table,
+        then one per figure (for collect, the sweep store's ``zarr.json``)."""
+        jobs = [
+            (self.get("collect_log", experiment=exp), f"{self.sweep(exp)}/zarr.json"),
+            (self.get("summarize_log", experiment=exp), self.summary(exp)),
+            (self.get("status_table_log", experiment=exp), self.status_table(exp)),
+        ]
+        return jobs + [
+            (self.get("figure_log", experiment=exp, figure=f), self.figure(exp, f, "png"))
+            for f in figures
+        ]

@@ -1,0 +1,258 @@
+"""What the Snakemake workflow needs from a config: experiments, blocks, paths, estimates.
+
+Every output path of the workflow is defined once, in :mod:`attnsvm.sweep.paths`; the rules,
+the plan and the ``attnsvm status`` command all use it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from attnsvm.config.grid import PAPER_FIGURES, Block, Experiment, parse_config
+from attnsvm.logs import stage
+from attnsvm.sweep.paths import Paths
+
+log = logging.getLogger(__name__)
+
+
+JOB_STARTUP_SECONDS = 3.0
+RESULTS_PRIORITY = 10_000  # above any block's priority (one per experiment)
+LOCAL_HOURS_WARN = 12.0
+BLOCK_MINUTES_WARN = 24 * 60
+
+
+class Plan:
+    """A validated sweep configuration as the workflow sees it."""
+
+    def __init__(self, experiments: dict[str, Experiment], results: str):
+        self.experiments = experiments
+        self.paths = Paths(results)
+        self.results = results
+        self._blocks = {
+            name: {b.name: b for b in exp.blocks()} for name, exp in experiments.items()
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Plan:
+        """Validate ``config`` (raises :class:`~attnsvm.config.grid.ConfigError`) and plan it."""
+        return cls(parse_config(config), str(config.get("results", "results")))
+
+    def blocks(self, exp: str) -> dict[str, Block]:
+        return self._blocks[exp]
+
+    def block_digest(self, exp: str, block: str) -> str:
+        """Digest of one block's cells: the job's params (a change reruns the job); the job
+        builds the cells from the config (:func:`attnsvm.sweep.job.planned_block_job`)."""
+        from attnsvm.sweep.worker import cells_digest
+
+        return cells_digest(self._blocks[exp][block].cells)
+
+    def block_minutes(self, exp: str, block: str) -> int:
+        """Runtime request for a block job in minutes (estimate x 3 + 5 min start-up slack)."""
+        b = self._blocks[exp][block]
+        return int(5 + 3 * b.predicted_seconds() / 60)
+
+    def priority(self, exp: str, results: bool = False) -> int:
+        """Snakemake job priority: experiments in config order, each one's results first.
+
+        Blocks of an earlier experiment (config order) run before those of a later one, and
+        an experiment's collect, summary, status table and figures (``results``) outrank every
+        block, so they run as soon as that experiment's own blocks are done instead of after
+        the whole sweep.
+        """
+        rank = len(self.experiments) - list(self.experiments).index(exp)
+        return rank + (RESULTS_PRIORITY if results else 0)
+
+    def block_seconds(self, exp: str) -> dict[str, float]:
+        """Predicted seconds of every block job of ``exp``, start-up included (rough)."""
+        return {
+            name: b.predicted_seconds() + JOB_STARTUP_SECONDS
+            for name, b in self._blocks[exp].items()
+        }
+
+    def block_paths(self, exp: str) -> list[str]:
+        return [self.paths.block(exp, b) for b in self._blocks[exp]]
+
+    def block_digests(self, exp: str) -> dict[str, str]:
+        """``{block: digest of its cells}``: what a finished store of each block must hold."""
+        from attnsvm.sweep.worker import cells_digest
+
+        return {name: cells_digest(b.cells) for name, b in self._blocks[exp].items()}
+
+    def repair(self, dry_run: bool = False) -> list[str]:
+        """Prepare the results for a run: every block store that is not finished is missing.
+
+        Damaged, stale or foreign block stores are moved into ``<experiment>/quarantine/``,
+        stores of blocks that failed for an environmental reason are removed, so that the
+        workflow recomputes those blocks (:func:`attnsvm.sweep.integrity.repair_blocks`); a sweep
+        store that does not verify or lacks a block store is removed with its summary (they
+        are rebuilt; Snakemake would not rerun collect otherwise). Returns the warnings,
+        each naming a path; ``dry_run`` only reports.
+        """
+        from attnsvm.sweep.integrity import StoreError, repair_blocks, verify_store
+
+        out = []
+        for exp in self.experiments:
+            blocks_dir = Path(self.paths.blocks_dir(exp))
+            found, redo = repair_blocks(blocks_dir, exp, self.block_digests(exp), dry_run)
+            out += found
+            sweep, summary = Path(self.paths.sweep(exp)), Path(self.paths.summary(exp))
+            if not sweep.exists():
+                continue
+            # Snakemake recomputes a missing block only for a job that needs it, and reruns
+            # no job for a missing intermediate output (the sweep) while its final outputs
+            # are up to date: sweep and summary go, so collect and its successors rerun
+            redo_paths = {Path(p) for p in redo}
+            absent = [
+                p for p in self.block_paths(exp) if Path(p) in redo_paths or not Path(p).exists()
+            ]
+            why = f"lacks {len(absent)} block store(s), e.g. {absent[0]}" if absent else ""
+            try:
+                verify_store(sweep)
+            except StoreError as err:
+                why = why or err.reason
+            if why:
+                if not dry_run:
+                    shutil.rmtree(sweep)
+                    summary.unlink(missing_ok=True)
+                action = "will be rebuilt" if dry_run else "removed with its summary, rebuilt"
+                out.append(f"sweep store {sweep} {why}: {action}")
+        return out
+
+    def experiment_config(self, exp: str) -> str:
+        """The experiment's settings as canonical JSON (a change reruns the collect job)."""
+        e = self.experiments[exp]
+        return json.dumps(
+            {
+                "name": e.name,
+                "fixed": e.fixed,
+                "grid": e.axes,
+                "seeds": e.seeds,
+                "figures": e.figures,
+                "block_size": e.block_size,
+                "block_seconds": e.block_seconds,
+                "description": e.description,
+            },
+        )  # key order kept: axis order defines block names and sweep dims
+
+    def estimated_seconds(self) -> float:
+        """Predicted CPU seconds of every block of the plan (rough, see Block.predicted_seconds)."""
+        return sum(
+            b.predicted_seconds() + JOB_STARTUP_SECONDS
+            for blocks in self._blocks.values()
+            for b in blocks.values()
+        )
+
+    def cost_warnings(self, local: bool, cores: int | None) -> list[str]:
+        """Warnings about a grid whose predicted cost is absurd for how it is run."""
+        out = []
+        total = self.estimated_seconds()
+        n_cells = sum(e.n_cells for e in self.experiments.values())
+        if local:
+            hours = total / max(1, cores or 1) / 3600
+            if hours > LOCAL_HOURS_WARN:
+                out.append(
+                    f"the sweep ({n_cells} cells) is predicted to take about {hours:.0f} hours on "
+                    f"{cores or 1} local core(s); consider the SLURM profile "
+                    "(workflow/profiles/slurm), fewer seeds or a smaller grid"
+                )
+        longest = max(
+            (self.block_minutes(e, b) for e in self._blocks for b in self._blocks[e]), default=0
+        )
+        if longest > BLOCK_MINUTES_WARN:
+            out.append(
+                f"the largest block is predicted to need about {longest} minutes, more than a "
+                "typical job walltime; lower block_size"
+            )
+        return out
+
+    def report_category(self, exp: str) -> str:
+        """Report category of an experiment: the paper's E1-E6 first, then the others.
+
+        The report sorts categories by name, hence the leading numbers.
+        """
+        figures = self.experiments[exp].figures
+        if figures and all(f in PAPER_FIGURES for f in figures):
+            return "1. Paper experiments E1-E6"
+        return "2. Beyond the paper"
+
+    def figure_labels(self, exp: str, fig: str) -> dict[str, str]:
+        """Labels of a figure in the report's result list."""
+        title = f"figure {fig.upper()}" if fig in PAPER_FIGURES else f"figure {fig}"
+        return {"result": title, "experiment": exp}
+
+    def final_outputs(self) -> list[str]:
+        out = [self.paths.run_info()]
+        for name, exp in self.experiments.items():
+            out += [self.paths.summary(name), self.paths.status_table(name)]
+            for fig in exp.figures:
+                out += [self.paths.figure(name, fig, "pdf"), self.paths.figure(name, fig, "png")]
+        return out
+
+
+def lock_results(plan: Plan) -> None:
+    """Workflow start: take the plan's experiment directories (see :mod:`attnsvm.sweep.lock`).
+
+    Another live workflow on one of them ends this one with its message and no traceback.
+    """
+    from attnsvm.sweep.lock import ResultsInUseError, lock_experiments
+
+    try:
+        lock_experiments(plan.results, plan.experiments)
+    except ResultsInUseError as err:
+        from snakemake.exceptions import WorkflowError
+
+        raise WorkflowError(f"attnsvm: {err}") from None
+
+
+def unlock_results(plan: Plan) -> None:
+    """Workflow end (success or error): release the locks this process took."""
+    from attnsvm.sweep.lock import unlock_experiments
+
+    unlock_experiments(plan.results, plan.experiments)
+
+
+def experiment_from_json(text: str) -> Experiment:
+    """Rebuild an :class:`Experiment` from :meth:`Plan.experiment_config` JSON.
+
+    The JSON comes from a plan whose config was validated (:mod:`attnsvm.config.schema`), so
+    its cells are trusted, not validated again.
+    """
+    raw = json.loads(text)
+    return Experiment(
+        raw["name"],
+        raw["fixed"],
+        raw["grid"],
+        raw["seeds"],
+        raw["figures"],
+        raw["block_size"],
+        raw.get("description", ""),
+        raw.get("block_seconds", 0.0),
+        checked=True,
+    )
+
+
+def collect_experiment(
+    settings_json: str, block_stores: list[str], out: str, workers: int = 1
+) -> Path:
+    """Workflow entry point of the collect rule (:func:`attnsvm.sweep.collect.collect_sweep`)."""
+    from attnsvm.sweep.collect import collect_sweep
+    from attnsvm.sweep.integrity import clean_stale_partials
+    from attnsvm.sweep.store import write_atomic
+
+    clean_stale_partials(out)  # of a killed earlier attempt
+    exp = experiment_from_json(settings_json)
+    paths = {Path(p).name.removesuffix(".zarr"): p for p in block_stores}
+    unknown = sorted(set(paths) - {b.name for b in exp.blocks()})
+    if unknown:
+        raise ValueError(f"block stores not in the plan of {exp.name!r}: {unknown[:5]}")
+    with stage(log, "collect", experiment=exp.name, blocks=len(paths), workers=workers) as info:
+        sweep = collect_sweep(exp, paths, workers)
+        info["cells"] = exp.n_cells
+        info["MB"] = f"{sweep.nbytes / 1e6:.2f}"
+    with stage(log, "write", store=out):
+        return write_atomic(sweep, out, consolidated=True)

@@ -1,0 +1,481 @@
+"""Status at a glance: ``attnsvm status`` for a results directory while a sweep runs.
+
+Blocks done / running / failed / missing, cells by status and the remaining wall time; the
+report's HTML status table is :mod:`attnsvm.report.status_table`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from attnsvm import codes
+from attnsvm.sweep.integrity import check_block
+
+
+def _claim_state(claim: Path) -> str:
+    """running / killed for a block's claim file (``.<block>.zarr.running``)."""
+    try:
+        info = json.loads(claim.read_text())
+    except (OSError, ValueError):
+        return "running"
+    if info.get("host") != socket.gethostname():
+        return "running"  # another node: cannot check the process, trust the claim
+    try:
+        os.kill(int(info["pid"]), 0)
+    except ProcessLookupError:
+        return "killed"
+    except (PermissionError, KeyError, ValueError):
+        return "running"
+    return "running"
+
+
+def _claim_started(claim: Path) -> float | None:
+    """When the job holding a claim started (Unix time), if the claim says."""
+    try:
+        return float(json.loads(claim.read_text())["started"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+DEFAULT_CONFIGFILE = "config/config.yaml"
+"""The config ``attnsvm status`` reads without ``--configfile`` (Snakemake's default too)."""
+BRIDGE_SECONDS = 30.0
+"""Gaps between jobs shorter than this count as the sweep's time (Snakemake's own work,
+interpreter start-up before a job's log opens, other load); longer ones are idle time between
+runs and do not (see :func:`estimate_remaining`)."""
+RESULT_JOB_SECONDS = 4.0
+"""Assumed wall time of one collect / summarize / status_table / figure job (start-up
+included) until the results of an experiment exist; see :func:`estimate_remaining`."""
+
+
+def _store_info(p: Path) -> tuple[float, dict[str, int], bool, tuple[float, float] | None]:
+    """Compute seconds, cells by status, crashed?, and (job start, job end) of a block store.
+
+    Reads only the store's ``zarr.json`` (status counts and the job's start are attributes;
+    the end is the file's modification time, written just before the store is renamed into
+    place); stores written before those attributes existed fall back to the status array.
+    """
+    meta = p / "zarr.json"
+    attrs = json.loads(meta.read_text()).get("attributes", {})
+    stored = attrs.get("status_counts")
+    if stored is not None:
+        got = json.loads(stored) if isinstance(stored, str) else dict(stored)
+        counts = {s: int(got.get(s, 0)) for s in codes.CELL_STATUS}
+    else:
+        import xarray as xr
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*snakemake_timestamp.*")
+            st = xr.open_zarr(p, consolidated=False)["status"].values
+        counts = {s: int((st == i).sum()) for i, s in enumerate(codes.CELL_STATUS)}
+    job = None
+    if attrs.get("job_started") is not None:
+        job = (float(attrs["job_started"]), meta.stat().st_mtime)
+    return (
+        float(attrs.get("seconds_compute", np.nan)),
+        counts,
+        bool(attrs.get("block_failed")),
+        job,
+    )
+
+
+def _entries(blocks_dir: Path) -> list[Path]:
+    """Entries of a ``blocks/`` folder by name (none when it does not exist)."""
+    if not blocks_dir.is_dir():
+        return []
+    with os.scandir(blocks_dir) as it:
+        return [Path(e.path) for e in sorted(it, key=lambda e: e.name)]
+
+
+def _finished_store(p: Path, experiment: str, name: str, digest: str | None):
+    """:func:`check_block` of one store (quick: files not written since their hash was taken
+    are not hashed again) and, when it is finished, its :func:`_store_info` (else None)."""
+    chk = check_block(p, experiment, name, digest, trust_unchanged=True)
+    if not chk.finished:
+        return chk, None
+    try:
+        return chk, _store_info(p)
+    except Exception as err:  # verified, yet its metadata cannot be read
+        return type(chk)(p, "damaged", f"cannot be read: {err}"), None
+
+
+def scan_experiment(
+    exp_dir: Path, plan: dict[str, int] | None = None, digests: dict[str, str] | None = None
+) -> dict:
+    """Blocks done / running / failed / missing, cells by status and measured job times.
+
+    ``plan``: planned blocks of the experiment ``{name: number of cells}`` (from the config);
+    without it only what is on disk is known and missing blocks cannot be counted.
+    ``digests``: the planned blocks' cells digests; a store holding other cells is stale.
+    Only verified stores count (:func:`attnsvm.sweep.integrity.check_block`, hashing each file
+    written since its manifest was, so that untouched stores cost no hashing); the others are
+    listed in ``blocks_unfinished`` (path, state: damaged / stale / foreign / retry, reason)
+    and count as missing; entries that are no planned block are listed in ``ignored``.
+    ``jobs`` holds ``{block: [start, end]}`` (Unix times) of the finished block jobs whose
+    store records its job's start; :func:`estimate_remaining` turns them into a time left.
+    """
+    blocks_dir = exp_dir / "blocks"
+    done: dict[str, float] = {}
+    jobs: dict[str, list[float]] = {}
+    running_since: dict[str, float] = {}
+    failed_blocks: list[str] = []
+    running: list[str] = []
+    killed: list[str] = []
+    cells = {s: 0 for s in codes.CELL_STATUS}
+    unfinished: list[dict[str, str]] = []
+    ignored: list[str] = []
+    for p in _entries(blocks_dir):
+        if p.name.endswith(".zarr.running"):
+            name = p.name[1:].removesuffix(".zarr.running")
+            if _claim_state(p) != "running":
+                killed.append(name)
+                continue
+            running.append(name)
+            started = _claim_started(p)
+            if started is not None:
+                running_since[name] = started
+            continue
+        if p.name.startswith("."):
+            continue
+        name = p.name.removesuffix(".zarr")
+        if p.suffix != ".zarr" or (plan is not None and name not in plan):
+            ignored.append(str(p))  # not part of this config: neither done nor counted
+            continue
+        chk, info = _finished_store(p, exp_dir.name, name, (digests or {}).get(name))
+        if info is None:
+            unfinished.append(
+                {"block": name, "path": str(p), "state": chk.state, "reason": chk.reason}
+            )
+            continue
+        done[name], counts, crashed, job = info
+        if job is not None:
+            jobs[name] = list(job)
+        if crashed:
+            failed_blocks.append(name)
+        for k, v in counts.items():
+            cells[k] += v
+    if plan is not None:
+        missing = [b for b in plan if b not in done]
+        cells["missing"] += sum(plan[b] for b in missing)
+    else:
+        missing = sorted(set(killed) - set(done))
+    secs = [v for v in done.values() if np.isfinite(v)]
+    return {
+        "blocks_planned": len(plan) if plan is not None else None,
+        "blocks_done": len(done),
+        "blocks_running": len([b for b in running if b not in done]),
+        "running": sorted(b for b in running if b not in done),
+        "blocks_killed": sorted(b for b in killed if b not in done),
+        "blocks_failed": sorted(failed_blocks),
+        "blocks_missing": len(missing),
+        "missing": missing,
+        "blocks_unfinished": unfinished,
+        "ignored": ignored,
+        "cells": cells,
+        "mean_block_seconds": float(np.mean(secs)) if secs else float("nan"),
+        "jobs": jobs,
+        "running_since": {b: t for b, t in running_since.items() if b not in done},
+        "estimated_remaining_seconds": None,
+    }
+
+
+def _union_length(intervals: list[tuple[float, float]], bridge: float = 0.0) -> float:
+    """Total length of the union of ``[start, end]`` intervals; gaps up to ``bridge`` seconds
+    between them count as covered, longer gaps (idle time) are left out."""
+    total, end = 0.0, -np.inf
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - (a if a > end + bridge else end)
+        end = b
+    return total
+
+
+def estimate_remaining(
+    scans: dict[str, dict],
+    predicted: dict[str, dict[str, float]],
+    pending_results: dict[str, int],
+    result_jobs: list[tuple[float, float]] = (),
+    now: float | None = None,
+    result_chains: dict[str, int] | None = None,
+) -> dict:
+    """Remaining wall time of a sweep, per experiment and overall, from measured job times.
+
+    ``scans``: :func:`scan_experiment` per experiment; ``predicted``: the plan's relative
+    cost of every block (:meth:`attnsvm.sweep.plan.Plan.block_seconds`); ``pending_results``:
+    collect / summarize / status / figure jobs not yet done per experiment; ``result_jobs``:
+    (start, end) of the finished ones (their mean wall time replaces ``RESULT_JOB_SECONDS``).
+
+    Every finished block job measured its wall time, start-up included (job start to store
+    written). A missing block is predicted as its planned cost times the measured / planned
+    ratio of its experiment's finished blocks (of all finished blocks while its experiment
+    has none; a running block counts half). Their sum, plus ``RESULT_JOB_SECONDS`` per
+    pending result job, is divided by the job slots (the most jobs seen running at once).
+    Each job also gets the measured per-job overhead its own clock misses (interpreter
+    start-up before its log opens, Snakemake's work between jobs): the slots' time over the
+    union of the job intervals (running jobs up to ``now``; gaps of up to ``BRIDGE_SECONDS``
+    included, longer ones are idle time between runs) minus the jobs' wall times, per job.
+
+    ``result_chains``: per experiment, how many of its result jobs still have to run one
+    after the other (collect, then summarize, then the status table and figures side by
+    side: 3, 2, 1 or 0). The longest chain is the sweep's tail, which runs on one core
+    after the last block: the overall estimate adds it at full length instead of dividing
+    it by the concurrency.
+    """
+    now = time.time() if now is None else now
+    walls: dict[str, list[tuple[float, float]]] = {}  # exp -> [(wall, planned)]
+    intervals: list[tuple[float, float]] = []
+    for exp, r in scans.items():
+        for block, (a, b) in r.get("jobs", {}).items():
+            plan_s = predicted.get(exp, {}).get(block)
+            if plan_s and b > a:
+                walls.setdefault(exp, []).append((b - a, plan_s))
+                intervals.append((a, b))
+    every = [x for w in walls.values() for x in w]
+    ratio_all = sum(w for w, _ in every) / sum(p for _, p in every) if every else 1.0
+    done_results = [(a, b) for a, b in result_jobs if b >= a]
+    result_s = (
+        sum(b - a for a, b in done_results) / len(done_results)
+        if done_results
+        else RESULT_JOB_SECONDS
+    )
+    intervals += done_results
+    for r in scans.values():
+        intervals += [(t, now) for t in r.get("running_since", {}).values() if t <= now]
+    busy = sum(b - a for a, b in intervals)
+    span = _union_length(intervals, BRIDGE_SECONDS)
+    slots = _max_overlap(intervals)
+    # per job, the part its own clock does not see (interpreter start-up before the job's
+    # log or claim, Snakemake's work between jobs): the slots' time not covered by jobs
+    overhead = max(0.0, (slots * span - busy) / len(intervals)) if intervals else 0.0
+    per_exp: dict[str, float] = {}
+    for exp, r in scans.items():
+        own = walls.get(exp, [])
+        ratio = sum(w for w, _ in own) / sum(p for _, p in own) if own else ratio_all
+        plan = predicted.get(exp, {})
+        running = set(r.get("running", []))
+        work = sum(
+            (ratio * plan.get(b, 0.0) + overhead) * (0.5 if b in running else 1.0)
+            for b in r.get("missing", [])
+        )
+        per_exp[exp] = (work + pending_results.get(exp, 0) * (result_s + overhead)) / slots
+    tail = max((result_chains or {}).values(), default=0) * (result_s + overhead)
+    overall = sum(per_exp.values()) + tail - tail / slots if per_exp else 0.0
+    return {
+        "experiments": per_exp,
+        "overall": float(overall),
+        "parallel_jobs": slots,
+        "overhead_per_job": overhead,
+        "measured_jobs": len(every),
+        "measured_over_planned": ratio_all,
+        "result_job_seconds": result_s,
+    }
+
+
+def _max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """Most intervals open at one time (the job slots a sweep used), at least 1."""
+    events = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
+    most = level = 0
+    for _, step in events:  # ends sort before starts at equal times
+        level += step
+        most = max(most, level)
+    return max(1, most)
+
+
+def default_configfile() -> Path | None:
+    """``config/config.yaml`` under the working directory when it exists (as for Snakemake)."""
+    p = Path(DEFAULT_CONFIGFILE)
+    return p if p.is_file() else None
+
+
+def plan_from_configfile(configfile: str | os.PathLike) -> tuple[str, dict[str, dict[str, int]]]:
+    """Results dir and planned blocks ``{experiment: {block: cells}}`` of a config file."""
+    plan = _plan(configfile)
+    return plan.results, _planned_blocks(plan)
+
+
+def _planned_blocks(plan) -> dict[str, dict[str, int]]:
+    """``{experiment: {block: number of cells}}`` of a plan."""
+    return {
+        exp: {name: len(b.cells) for name, b in plan.blocks(exp).items()}
+        for exp in plan.experiments
+    }
+
+
+def _plan(configfile: str | os.PathLike):
+    """The plan of a config file, read by the safe loader (:mod:`attnsvm.config.files`)."""
+    from attnsvm.config.files import load_config_file
+    from attnsvm.sweep.plan import Plan
+
+    return Plan.from_config(load_config_file(configfile))
+
+
+def _result_jobs(plan, exp: str) -> list[tuple[str, str]]:
+    """(log, output) of every result job of ``exp`` (:meth:`Paths.result_jobs
+    <attnsvm.sweep.paths.Paths.result_jobs>`)."""
+    return plan.paths.result_jobs(exp, plan.experiments[exp].figures)
+
+
+def _result_job_times(plan, exp: str) -> list[tuple[float, float]]:
+    """(start, end) of the finished result jobs of ``exp``: log opened, output written."""
+    from attnsvm.logs import job_start_time
+
+    out = []
+    for log, output in _result_jobs(plan, exp):
+        start = job_start_time(log)
+        try:
+            end = os.stat(output).st_mtime
+        except OSError:
+            continue
+        if start is not None and end >= start:
+            out.append((start, end))
+    return out
+
+
+def _result_chain(plan, exp: str) -> int:
+    """Result jobs of ``exp`` still to run one after the other: 3 (collect pending), 2
+    (summarize pending), 1 (a status table or figure pending) or 0."""
+    jobs = _result_jobs(plan, exp)  # collect, summarize, then status table and figures
+    pending = [not Path(output).exists() for _, output in jobs]
+    if pending[0]:
+        return 3
+    if pending[1]:
+        return 2
+    return int(any(pending[2:]))
+
+
+def _pending_results(plan, exp: str) -> int:
+    """Result jobs of ``exp`` (collect, summarize, status table, figures) not yet done."""
+    return sum(not Path(output).exists() for _, output in _result_jobs(plan, exp))
+
+
+def _fmt_seconds(sec: float) -> str:
+    if sec < 90:
+        return f"{sec:.0f} s"
+    if sec < 5400:
+        return f"{sec / 60:.1f} min"
+    return f"{sec / 3600:.1f} h"
+
+
+def sweep_status(
+    path: str | os.PathLike | None = None, configfile: str | os.PathLike | None = None
+) -> tuple[dict[str, Path], dict[str, dict], dict | None]:
+    """Experiment dirs, :func:`scan_experiment` per experiment and the overall line.
+
+    With a config (``configfile``, or ``config/config.yaml`` when neither is given, as
+    Snakemake does) the planned blocks are known, so missing blocks and cells are counted and
+    the remaining wall time is estimated from the measured job times
+    (:func:`estimate_remaining`), per experiment and overall (``None`` without a config).
+    """
+    if configfile is None and path is None:
+        configfile = default_configfile()
+    plan = None
+    plans: dict[str, dict[str, int]] | None = None
+    if configfile is not None:
+        plan = _plan(configfile)
+        plans = _planned_blocks(plan)
+        path = path or plan.results
+    root = Path(path or "results")
+    if root.is_dir() and (root / "blocks").is_dir():
+        exps = {root.name: root}
+    else:
+        names = set(plans or {}) | (
+            {p.name for p in root.iterdir() if (p / "blocks").is_dir()} if root.is_dir() else set()
+        )
+        order = list(plans or {})  # config order first, then what else is on disk
+        exps = {n: root / n for n in order + sorted(names - set(order))}
+    digests = {e: plan.block_digests(e) for e in plan.experiments} if plan is not None else {}
+    report = {
+        n: scan_experiment(d, None if plans is None else plans.get(n, {}), digests.get(n))
+        for n, d in exps.items()
+    }
+    overall = None
+    if plan is not None:
+        known = [e for e in report if e in plan.experiments]
+        est = estimate_remaining(
+            {e: report[e] for e in known},
+            {e: plan.block_seconds(e) for e in known},
+            {e: _pending_results(plan, e) for e in known},
+            [t for e in known for t in _result_job_times(plan, e)],
+            result_chains={e: _result_chain(plan, e) for e in known},
+        )
+        for e in known:
+            report[e]["estimated_remaining_seconds"] = est["experiments"][e]
+        overall = {
+            "blocks_planned": sum(r["blocks_planned"] or 0 for r in report.values()),
+            "blocks_done": sum(r["blocks_done"] for r in report.values()),
+            "blocks_running": sum(r["blocks_running"] for r in report.values()),
+            "blocks_missing": sum(r["blocks_missing"] for r in report.values()),
+            "estimated_remaining_seconds": est["overall"],
+            "parallel_jobs": est["parallel_jobs"],
+            "measured_jobs": est["measured_jobs"],
+        }
+    for r in report.values():
+        for key in ("jobs", "missing", "running", "running_since"):
+            r.pop(key, None)
+    return exps, report, overall
+
+
+def print_status(
+    path: str | os.PathLike | None = None,
+    as_json: bool = False,
+    configfile: str | os.PathLike | None = None,
+    failed_paths: bool = False,
+) -> int:
+    """Print per-experiment progress of a sweep (results dir or one experiment dir) and an
+    overall line with the remaining wall time (see :func:`sweep_status`)."""
+    exps, report, overall = sweep_status(path, configfile)
+    root = Path(path) if path is not None else None
+    if failed_paths:
+        for n, r in report.items():
+            for b in r["blocks_failed"]:
+                print(exps[n] / "blocks" / f"{b}.zarr")
+        return 0
+    if as_json:
+        print(json.dumps({"experiments": report, "overall": overall}, indent=2))
+        return 0
+    if not report:
+        print(f"attnsvm status: no experiments under {root or 'results'}")
+        return 0
+    for name, r in report.items():
+        planned = "" if r["blocks_planned"] is None else f" of {r['blocks_planned']}"
+        eta = r["estimated_remaining_seconds"]
+        print(
+            f"{name}: blocks done {r['blocks_done']}{planned}, running {r['blocks_running']}, "
+            f"missing {r['blocks_missing']}, killed {len(r['blocks_killed'])}, "
+            f"failed (crashed) {len(r['blocks_failed'])}"
+        )
+        print("  cells: " + ", ".join(f"{k} {v}" for k, v in r["cells"].items()))
+        if eta:
+            print(f"  remaining: ~{_fmt_seconds(eta)} of wall time (its share of the sweep)")
+        for u in r["blocks_unfinished"]:
+            print(f"  {u['state']} block store (recomputed by the next run): {u['path']}")
+            print(f"    {u['reason']}")
+        if r["ignored"]:
+            print(f"  ignored, no block of the plan: {', '.join(r['ignored'][:5])}")
+        if r["blocks_failed"]:
+            print(
+                "  crashed blocks (rerun with --forcerun on their paths; list them with "
+                "`attnsvm status --failed-paths`): " + ", ".join(r["blocks_failed"][:5])
+            )
+    if overall is not None:
+        left = overall["estimated_remaining_seconds"]
+        print(
+            f"overall: blocks done {overall['blocks_done']} of {overall['blocks_planned']}, "
+            f"running {overall['blocks_running']}, missing {overall['blocks_missing']}; "
+            + (
+                f"remaining ~{_fmt_seconds(left)} of wall time "
+                f"({overall['parallel_jobs']:.1f} jobs in parallel, "
+                f"from {overall['measured_jobs']} measured jobs)"
+                if left
+                else "nothing left to run"
+            )
+        )
+    return 0

@@ -1,0 +1,178 @@
+"""Summaries over seeds of a sweep Dataset: mean, std, standard error, counts and shares.
+
+For every numeric per-cell variable (dims: grid axes, ``seed`` and optionally ``checkpoint``)
+the summary holds, over the seeds whose cell is **ok** (a nonfinite or failed cell's values
+never enter a statistic; ``count_status`` counts those cells), ``<name>_mean``, ``<name>_std``
+(ddof=1), ``<name>_sem`` and ``<name>_count`` (number of ok seeds with a finite value), each
+with the attributes of :mod:`attnsvm.sweep.variables` (the sweep's attributes are kept). Flags
+(0/1 variables such as ``feasible_*``, ``alpha_is_opt``, ``ambiguous``) also get
+``<name>_sum``; curves (dim ``checkpoint``) also the quantiles ``<name>_q25``, ``<name>_q50``,
+``<name>_q75`` over seeds. The figures read these statistics (docs/science.md §6): they are
+computed once, here. Status codes become counts per grid
+point: ``count_status`` (dim ``status``), ``count_convergence`` and ``share_convergence`` (dim
+``convergence``, shares among cells that have a convergence type; the class by selection),
+the same for ``convergence_strict`` (the strict rule), ``count_svm_status``.
+
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from attnsvm import codes
+from attnsvm.atomic import atomic_path
+from attnsvm.sweep.variables import annotate, describe, netcdf_attr
+
+FLAG_PREFIXES = (
+    "feasible_",
+    "alpha_is_opt",
+    "saturated",
+    "ambiguous",
+    "all_support",
+    "locally_optimal",
+    "corr_converged",
+)
+_SKIP = {"status", "convergence", "convergence_strict", "svm_status", "gen_status", "alpha", "opt"}
+_ALLOWED_TAIL = {"checkpoint"}
+
+
+def _per_cell_numeric(sweep: xr.Dataset) -> list[str]:
+    axes = set(sweep.attrs.get("axes", [])) | {"seed"}
+    out = []
+    for name, var in sweep.data_vars.items():
+        if name in _SKIP or var.dtype.kind not in "fiu" or "seed" not in var.dims:
+            continue
+        if set(var.dims) - axes <= _ALLOWED_TAIL:
+            out.append(name)
+    return out
+
+
+def _counts(var: xr.DataArray, table: tuple[str, ...], dim: str) -> xr.DataArray:
+    parts = [(var == i).sum("seed") for i in range(len(table))]
+    return xr.concat(parts, dim=dim).assign_coords({dim: np.array(table, dtype=object)})
+
+
+def _values(sweep: xr.Dataset, name: str) -> xr.DataArray:
+    x = sweep[name].astype(float)
+    return x.where(x >= 0) if name.startswith("rank_") else x  # -1: no solution, not a rank
+
+
+def _over_seeds(out: dict, sweep: xr.Dataset, names: list[str]) -> None:
+    """``<name>_mean/_std/_sem/_count`` (and ``_sum`` for flags) over the ok cells' values."""
+    ok = sweep["status"] == codes.CELL_STATUS.index("ok")
+    for name in names:
+        x = _values(sweep, name).where(ok)
+        count = np.isfinite(x).sum("seed")
+        std = x.std("seed", ddof=1, skipna=True)
+        out[f"{name}_mean"] = x.mean("seed", skipna=True)
+        out[f"{name}_std"] = std
+        out[f"{name}_sem"] = std / np.sqrt(count.where(count > 0))
+        out[f"{name}_count"] = count
+        if name.startswith(FLAG_PREFIXES):
+            out[f"{name}_sum"] = x.sum("seed", skipna=True)
+
+
+def _quantiles(x: xr.DataArray, qs: Sequence[float]) -> list[xr.DataArray]:
+    """:func:`nan_quantiles` over ``seed`` of ``x``, as DataArrays without ``seed``."""
+    x = x.transpose("seed", ...)
+    vals = nan_quantiles(x.values, qs, axis=0)
+    template = x.isel(seed=0, drop=True)
+    return [template.copy(data=v) for v in vals]
+
+
+def _curve_quantiles(sweep: xr.Dataset, names: list[str]) -> dict[str, xr.DataArray]:
+    """``<name>_q25/_q50/_q75`` over the ok seeds of every curve (dim ``checkpoint``)."""
+    ok = sweep["status"] == codes.CELL_STATUS.index("ok")
+    out: dict[str, xr.DataArray] = {}
+    for name in names:
+        x = _values(sweep, name).where(ok)
+        if "checkpoint" not in x.dims:
+            continue
+        for q, da in zip((25, 50, 75), _quantiles(x, (0.25, 0.5, 0.75)), strict=True):
+            long_name = f"{q}% quantile of {describe(name)['long_name']}"
+            attrs = {"long_name": long_name, "description": f"{long_name}, over ok seeds"}
+            units = describe(name).get("units")
+            if units is not None:
+                attrs["units"] = units
+            out[f"{name}_q{q}"] = da.assign_attrs(attrs)
+    return out
+
+
+def summarize(sweep: xr.Dataset) -> xr.Dataset:
+    """Summary Dataset of a sweep (see the module docstring for the variables)."""
+    out: dict[str, xr.DataArray] = {}
+    names = _per_cell_numeric(sweep)
+    _over_seeds(out, sweep, names)
+    out["count_status"] = _counts(sweep["status"], codes.CELL_STATUS, "status")
+    for name, table in (
+        ("convergence", codes.CONVERGENCE),
+        ("convergence_strict", codes.CONVERGENCE_STRICT),
+    ):
+        if name in sweep:
+            cnt = _counts(sweep[name], table, name)
+            out[f"count_{name}"] = cnt
+            total = cnt.sum(name)
+            out[f"share_{name}"] = cnt / total.where(total > 0)
+    if "svm_status" in sweep:
+        out["count_svm_status"] = _counts(sweep["svm_status"], codes.SVM_STATUS, "svm_status")
+    ds = annotate(xr.Dataset(out))  # CF attributes from the one table, attnsvm.sweep.variables
+    ds = ds.assign(_curve_quantiles(sweep, names))
+    ds.attrs = {k: netcdf_attr(v) for k, v in sweep.attrs.items() if k != "blocks"}
+    ds.attrs["summary"] = (
+        "over the ok seeds: mean, std (ddof=1), sem = std/sqrt(count), count, sum, quantiles"
+    )
+    return ds
+
+
+def write_summary(sweep_path: str | os.PathLike, out: str | os.PathLike) -> Path:
+    """Summarize the sweep store at ``sweep_path`` into a NetCDF file at ``out`` (atomic).
+
+    The sweep is verified first (:func:`attnsvm.sweep.integrity.load_verified`): a damaged sweep
+    stops with an error naming it.
+    """
+    from attnsvm.sweep.integrity import clean_stale_partials, load_verified
+
+    out = Path(out)
+    clean_stale_partials(out)  # of a killed earlier attempt
+    sweep = load_verified(sweep_path)
+    ds = summarize(sweep)
+    with atomic_path(out) as tmp:
+        ds.to_netcdf(tmp)
+    return out
+
+
+# ----------------------------------------------------------------------------- statistics
+def nan_stats(values: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, std (ddof=1, 0 for a single value) and count of finite values along ``axis``."""
+    v = np.asarray(values, dtype=float)
+    finite = np.isfinite(v)
+    count = finite.sum(axis=axis)
+    total = np.where(finite, v, 0.0).sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+        dev = np.where(finite, v - np.expand_dims(mean, axis), 0.0)
+        var = (dev**2).sum(axis=axis) / np.maximum(count - 1, 1)
+    std = np.where(count > 0, np.sqrt(var), np.nan)
+    return mean, std, count
+
+
+def nan_quantiles(values: np.ndarray, qs: Sequence[float], axis: int = 0) -> list[np.ndarray]:
+    """``np.nanquantile`` per q, NaN (without warnings) where every value is NaN."""
+    v = np.asarray(values, dtype=float)
+    all_nan = ~np.isfinite(v).any(axis=axis)
+    filled = np.where(np.isfinite(v), v, np.nan)
+    out = []
+    for q in qs:
+        with np.errstate(all="ignore"):
+            if v.shape[axis] == 0:
+                r = np.full(np.delete(v.shape, axis), np.nan)
+            else:
+                safe = np.where(np.expand_dims(all_nan, axis), 0.0, filled)
+                r = np.nanquantile(safe, q, axis=axis)
+        out.append(np.where(all_nan, np.nan, r))
+    return out

@@ -1,0 +1,320 @@
+"""The one table of what every stored variable and coordinate means (CF / xarray attributes).
+
+Block stores, the sweep store and the summary (``docs/store.md``) take the attributes of each
+variable from here: ``long_name`` and ``description`` always, ``units`` where one exists
+(``"1"`` for dimensionless ratios, ``"s"`` for seconds) and ``flag_values`` /
+``flag_meanings`` for status codes (:mod:`attnsvm.codes`). Families of variables
+(``corr_<svm>``, ``curve_<x>``, ``<x>_mean`` of the summary, ...) are described by pattern,
+so a new SVM or metric is described as soon as its parts are. :func:`annotate` also gives
+every dimension a coordinate.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from attnsvm import codes
+
+UNDESCRIBED = "no description in attnsvm.sweep.variables"
+"""``description`` of a variable that this table does not know (a test forbids it)."""
+
+#: The SVMs of a linear-head cell (``svm`` coordinate), docs/science.md section 4.
+SVMS = {
+    "fro_alpha": "the Frobenius Att-SVM W_mm(alpha) of GD's final selection alpha",
+    "nuc_alpha": "the nuclear Att-SVM_* W_mm_*(alpha) of GD's final selection alpha",
+    "fro_opt": "the Frobenius Att-SVM W_mm(opt) of the optimal tokens",
+    "nuc_opt": "the nuclear Att-SVM_* W_mm_*(opt) of the optimal tokens",
+    "lowrank_alpha": "the rank-m constrained nuclear Att-SVM of GD's alpha (attnsvm.svm.lowrank)",
+    "matching": "the SVM matching the parameterization (Frobenius for W, nuclear for KQ)",
+    "svmeq": "the Gen-SVM solution W_svmeq = W_fin + C W_mm_gen",
+    "mm_gen": "the max-margin part W_mm_gen of the Gen-SVM",
+    "single": "the single-token Frobenius SVM of GD's alpha",
+}
+
+# name: (long_name, units or None, description)
+_TABLE: dict[str, tuple[str, str | None, str]] = {
+    # status (codes.py)
+    "status": ("cell status", None, codes.__doc__ or ""),
+    "message": ("error message", None, "error text of a failed or nonfinite cell, else ''"),
+    "device": ("training device", None, "device the cell was trained on (cpu, cuda:0, ...)"),
+    "convergence": (
+        "convergence type",
+        None,
+        "convergence type of the GD run by its selection alpha at the last iterate, the "
+        "paper's rule (docs/science.md section 5): global, local, not-local; -1: not applicable "
+        "(nonlinear heads, untrained or failed cells)",
+    ),
+    "convergence_strict": (
+        "convergence type, strict rule",
+        None,
+        "the strict rule (docs/science.md section 5): unsaturated first, then global / local / "
+        "not-local with corr >= threshold; -1: not applicable",
+    ),
+    # data (section 1)
+    "X": ("tokens", None, "tokens x_it of example i (docs/science.md section 1)"),
+    "Y": ("labels", None, "label y_i in {-1, +1} of example i"),
+    "Z": ("queries", None, "query z_i of example i"),
+    "v": ("head vector", None, "fixed linear head v"),
+    "V": ("relu head matrix", None, "matrix V of the relu head (relu generator only)"),
+    "alpha": (
+        "selected tokens",
+        None,
+        "GD's selected token per example at the last checkpoint (the optimal tokens when "
+        "untrained); -1: padding",
+    ),
+    "opt": ("optimal tokens", None, "opt_i = argmax_t gamma_it, the optimal token per example"),
+    # trajectory (section 3)
+    "W": (
+        "attention weights W(k)",
+        None,
+        "checkpointed W(k) of GD, K(k) Q(k)^T for KQ runs (docs/science.md section 3)",
+    ),
+    "softmax": ("attention probabilities", "1", "softmax(X_i W z_i) at every checkpoint"),
+    # SVMs (section 4)
+    "svm_W": ("SVM solution", None, "solution of each SVM of coordinate svm; NaN when unsolved"),
+    "svm_status": ("SVM solve status", None, "status code of each SVM solve"),
+    "svm_objective": ("SVM objective", None, "norm of the SVM solution (its objective)"),
+    "svm_seconds": ("SVM solve time", "s", "wall time of the SVM solve"),
+    "svm_solver": ("SVM solver", None, "name of the solver that produced the solution"),
+    "gen_W_mm_gen": ("Gen-SVM max-margin part", None, "W_mm_gen of the Gen-SVM (section 4)"),
+    "gen_W_fin": ("Gen-SVM finite part", None, "W_fin of the Gen-SVM (section 4)"),
+    "gen_W_svmeq": ("Gen-SVM solution", None, "W_svmeq = W_fin + C W_mm_gen (section 4)"),
+    "gen_relevant": ("relevant tokens", None, "1 for the tokens of the relevant set O_i"),
+    "gen_C": ("Gen-SVM scale", None, "the constant C of W_svmeq = W_fin + C W_mm_gen"),
+    "gen_status": ("Gen-SVM solve status", None, "status code of the mm_gen and fin solves"),
+    # scalars (section 5)
+    "alpha_is_opt": ("alpha = opt", None, "1 if GD selects the optimal token of every example"),
+    "saturated": ("softmax saturated", None, "1 if the final softmax is saturated (section 5)"),
+    "corr_converged": (
+        "corr converged",
+        None,
+        "1 if corr(W_GD, SVM(alpha)) >= corr_threshold (a convergence diagnostic, section 5)",
+    ),
+    "locally_optimal": (
+        "locally optimal selection",
+        None,
+        "1 if GD's selection alpha is locally optimal (section 5)",
+    ),
+    "softmax_mass": ("softmax mass", "1", "mean final softmax probability of alpha"),
+    "loss": ("final loss", None, "training loss at the last checkpoint"),
+    "wnorm": ("final norm", None, "||W(k)||_F at the last checkpoint"),
+    "rank_gd": ("rank of W_GD", None, "rank of the final W (relative tolerance rank_tol)"),
+    "erank_gd": ("effective rank of W_GD", None, "exp of the entropy of its singular values"),
+    "svm_margin": ("SVM margin", None, "1 / ||W_mm(alpha)||_F"),
+    "support_share": (
+        "support-vector share",
+        "1",
+        "share of non-selected tokens that are support vectors of W_mm(alpha)",
+    ),
+    "all_support": ("all tokens support vectors", None, "1 if support_share is 1"),
+    "max_masked_prob": (
+        "largest masked probability",
+        "1",
+        "largest final softmax probability outside the relevant set",
+    ),
+    "n_relevant": ("relevant tokens per example", None, "mean size of the relevant set O_i"),
+    "ambiguous": (
+        "ambiguous softmax",
+        None,
+        "1 if the final softmax has entries in (1e-6, relevant_tol)",
+    ),
+    "status_mm_gen_feasible": ("W_mm_gen feasible", None, "1 if the Gen-SVM max-margin part is"),
+    "lowrank_gap": (
+        "rank-m excess",
+        "1",
+        "relative excess of the rank-m objective over the convex bound (0: certified)",
+    ),
+    "lowrank_certified": ("rank-m certified", None, "1 if the rank-m solution reaches the bound"),
+    "lowrank_agree": ("agreeing restarts", None, "restarts within 1e-4 of the best objective"),
+    "curve_radius": ("radius R", None, "radius of the regularization path at this checkpoint"),
+    "curve_gd_margin": (
+        "GD margin",
+        None,
+        "min constraint value of W(k) / ||W(k)||_F (Att-SVM constraints of alpha)",
+    ),
+    "curve_softmax_mass": ("softmax mass", "1", "mean softmax probability of alpha vs k"),
+    "curve_loss": ("loss", None, "training loss vs checkpoint"),
+    "curve_wnorm": ("norm", None, "||W(k)||_F vs checkpoint"),
+    # summary counts
+    "count_status": ("cells per status", "1", "number of seeds per cell status"),
+    "count_convergence": ("runs per convergence type", "1", "number of seeds per type"),
+    "share_convergence": (
+        "share per convergence type",
+        "1",
+        "share among the seeds that have a convergence type",
+    ),
+    "count_convergence_strict": (
+        "runs per convergence type (strict rule)",
+        "1",
+        "number of seeds per type of the strict rule",
+    ),
+    "share_convergence_strict": (
+        "share per convergence type (strict rule)",
+        "1",
+        "share among the seeds that have a type of the strict rule",
+    ),
+    "count_svm_status": ("SVM solves per status", "1", "number of seeds per SVM status"),
+}
+
+#: Coordinates: (long_name, units or None, description).
+COORDS: dict[str, tuple[str, str | None, str]] = {
+    "cell": ("cell", None, "position of the cell in its block"),
+    "seed": ("seed", None, "random seed of data and initialization"),
+    "checkpoint": ("checkpoint", None, "index of the checkpoint (a radius for regpath)"),
+    "iteration": ("iteration k", None, "GD iteration of the checkpoint"),
+    "example": ("example i", None, "example index (n T (example, query) pairs for sequence)"),
+    "token": ("token t", None, "token index"),
+    "row": ("row", None, "row of a d x d matrix"),
+    "col": ("column", None, "column of a d x d matrix"),
+    "feature": ("feature", None, "coordinate of a d-dimensional vector"),
+    "feature2": ("feature (second)", None, "second coordinate of the relu head's V"),
+    "svm": ("SVM", None, "which SVM: " + "; ".join(f"{k}: {v}" for k, v in list(SVMS.items())[:4])),
+    "gen_svm": ("Gen-SVM part", None, "mm_gen: max-margin part; fin: finite part"),
+    "status": ("cell status", None, "ok, nonfinite, failed, missing (docs/store.md)"),
+    "convergence": ("convergence type", None, "global, local, not-local (by GD's selection)"),
+    "convergence_strict": (
+        "convergence type, strict rule",
+        None,
+        "global, local, not-local, unsaturated (unsaturated first, then corr >= threshold)",
+    ),
+    "svm_status": ("SVM status", None, " ".join(codes.SVM_STATUS)),
+    # grid axes (attnsvm.config.cell.Cell fields)
+    "generator": ("data generator", None, "data model (docs/science.md section 1)"),
+    "d": ("dimension d", None, "token dimension"),
+    "T": ("tokens T", None, "tokens per example"),
+    "n": ("examples n", None, "examples per dataset"),
+    "head": ("head", None, "prediction head: linear, relu or lambda"),
+    "lam": ("lambda", None, "lambda of the lambda head"),
+    "param": ("parameterization", None, "W trained directly, or W = K Q^T"),
+    "m": ("inner dimension m", None, "inner dimension of W = K Q^T ('null': m = d)"),
+    "attention": ("attention kind", None, "cross, self, sequence or causal attention"),
+    "init": ("initialization", None, "initialization of the weights"),
+    "optimizer": ("optimizer", None, "normalized or plain GD"),
+    "lr": ("step size", None, "learning rate of GD"),
+    "iterations": ("iterations", None, "GD iterations"),
+    "dtype": ("dtype", None, "floating point type of training"),
+    "task": ("task", None, "train (GD) or regpath (regularization path)"),
+}
+
+_FLAGS = {
+    "status": codes.CELL_STATUS,
+    "svm_status": codes.SVM_STATUS,
+    "gen_status": codes.SVM_STATUS,
+    "convergence": codes.CONVERGENCE,
+    "convergence_strict": codes.CONVERGENCE_STRICT,
+}
+
+_SUMMARY_STATS = {
+    "mean": ("mean of {}", "mean over seeds of {} (finite values of ok cells)"),
+    "std": ("std of {}", "standard deviation (ddof=1) over seeds of {}"),
+    "sem": ("standard error of {}", "std / sqrt(count) over seeds of {}"),
+    "count": ("seeds with a value of {}", "number of seeds with a finite value of {}"),
+    "sum": ("sum of {}", "number of seeds where {} is 1"),
+}
+
+
+def _family(name: str) -> tuple[str, str | None, str] | None:
+    """Attributes of a variable named by pattern (``corr_<svm>``, ``curve_<x>`` ...)."""
+    for prefix, long, units, text in (
+        ("corr_", "final corr with {}", "1", "corr(W_GD, S) = <W, S> / (||W||_F ||S||_F) for S "),
+        ("rank_", "rank of {}", None, "rank (relative tolerance rank_tol; -1: no solution) of "),
+        ("erank_", "effective rank of {}", None, "exp of the singular-value entropy of "),
+        ("objective_", "objective of {}", None, "norm of "),
+        ("feasible_", "{} feasible", None, "1 if feasible: "),
+    ):
+        if name.startswith(prefix) and name[len(prefix) :] in SVMS:
+            key = name[len(prefix) :]
+            return long.format(key), units, text + SVMS[key]
+    if name.startswith("curve_"):
+        inner = describe(name[len("curve_") :])
+        if inner.get("description") != UNDESCRIBED:
+            return (
+                f"{inner['long_name']} vs checkpoint",
+                inner.get("units"),
+                f"{inner['description']}, at every checkpoint",
+            )
+    m = re.fullmatch(r"seconds_(\w+)", name)
+    if m:
+        return f"time of stage {m.group(1)}", "s", f"wall seconds of the {m.group(1)} stage"
+    return None
+
+
+def describe(name: str) -> dict[str, Any]:
+    """CF attributes of the variable ``name`` (block, sweep or summary store)."""
+    attrs: dict[str, Any]
+    if name in _TABLE:
+        long, units, text = _TABLE[name]
+    elif (fam := _family(name)) is not None:
+        long, units, text = fam
+    elif (m := re.fullmatch(r"(\w+)_(mean|std|sem|count|sum)", name)) and (
+        (base := describe(m.group(1)))["description"] != UNDESCRIBED
+    ):
+        long_t, text_t = _SUMMARY_STATS[m.group(2)]
+        long, text = long_t.format(base["long_name"]), text_t.format(base["long_name"])
+        units = "1" if m.group(2) in ("count", "sum") else base.get("units")
+        attrs = {"long_name": long, "description": f"{text} ({m.group(1)}: {base['description']})"}
+        if units:
+            attrs["units"] = units
+        return attrs
+    elif name in COORDS:
+        long, units, text = COORDS[name]
+    else:
+        return {"long_name": name, "description": UNDESCRIBED}
+    attrs = {"long_name": long, "description": text.strip()}
+    if units:
+        attrs["units"] = units
+    if name in _FLAGS:
+        attrs.update(codes.flag_attrs(_FLAGS[name]))
+        attrs["description"] = text.strip()
+    return attrs
+
+
+def describe_coord(name: str) -> dict[str, Any]:
+    """CF attributes of the coordinate ``name``."""
+    if name in COORDS:
+        long, units, text = COORDS[name]
+        return {"long_name": long, "description": text, **({"units": units} if units else {})}
+    return {"long_name": name, "description": UNDESCRIBED}
+
+
+def annotate(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with CF attributes on every variable and coordinate, and a coordinate per dim.
+
+    A dimension without a coordinate gets the integer index ``0 .. size-1``. Existing
+    attributes are kept where this table has none (e.g. ``columns`` of ``gen_status``).
+    """
+    missing = {d: np.arange(n, dtype=np.int64) for d, n in ds.sizes.items() if d not in ds.coords}
+    ds = ds.assign_coords(missing)
+    for name, var in ds.data_vars.items():
+        var.attrs = {**var.attrs, **describe(str(name))}
+    for name, coord in ds.coords.items():
+        coord.attrs = {**coord.attrs, **describe_coord(str(name))}
+    return ds
+
+
+def netcdf_attr(value: Any) -> Any:
+    """``value`` as a NetCDF attribute (no bool, None, dict or mixed list there)."""
+    if isinstance(value, bool):
+        return int(value)
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float, str, np.integer, np.floating)):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    if isinstance(value, (list, tuple)) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    ):
+        return list(value)
+    import json
+
+    return json.dumps(value)
+
+
+def fixed_attrs(fixed: dict[str, Any]) -> dict[str, Any]:
+    """One attribute ``fixed_<key>`` per fixed setting of an experiment."""
+    return {f"fixed_{k}": v for k, v in fixed.items()}
