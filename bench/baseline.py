@@ -16,8 +16,8 @@ import cvxpy as cp
 import numpy as np
 import torch
 
-from attnsvm.cell import Cell
-from attnsvm.data import make_dataset, make_init
+from attnsvm.config.cell import Cell
+from attnsvm.gd.data import make_dataset, make_init
 
 
 def train(cell: Cell, ds=None, init=None) -> dict:

@@ -56,14 +56,14 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import baseline as B  # noqa: E402
 
-from attnsvm import svm_nuclear  # noqa: E402
-from attnsvm.cell import Cell  # noqa: E402
-from attnsvm.constraints import att_svm_constraints  # noqa: E402
-from attnsvm.data import make_dataset, optimal_tokens  # noqa: E402
-from attnsvm.metrics import corr, rank  # noqa: E402
-from attnsvm.run import run_cells  # noqa: E402
+from attnsvm.config.cell import Cell  # noqa: E402
+from attnsvm.gd.data import make_dataset, optimal_tokens  # noqa: E402
+from attnsvm.gd.train import train_cells  # noqa: E402
 from attnsvm.svm import gen_svm, solve_frobenius, solve_nuclear  # noqa: E402
-from attnsvm.train import train_cells  # noqa: E402
+from attnsvm.svm import nuclear as svm_nuclear  # noqa: E402
+from attnsvm.svm.constraints import att_svm_constraints  # noqa: E402
+from attnsvm.sweep.compute import run_cells  # noqa: E402
+from attnsvm.sweep.metrics import corr, rank  # noqa: E402
 
 ROWS: list[tuple] = []
 

@@ -5,7 +5,7 @@ Usage: python bench/bench_overhead.py [--blocks 1000 10000] [--workers 1 2]
 * store write: results_to_dataset + atomic Zarr write of one E2 block (100 seeds, 1 param);
 * collect: one real 1-cell store copied under the names of a synthetic plan with N blocks
   (grid axis lr with N values, 1 seed, block_size 1; hard links, not copies), then
-  attnsvm.collect.collect_sweep with each --workers count (the collect rule's threads).
+  attnsvm.sweep.collect.collect_sweep with each --workers count (the collect rule's threads).
 Dry-run DAG times are in bench/bench_workflow.py.
 """
 
@@ -24,12 +24,12 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from attnsvm.block import run_block  # noqa: E402
-from attnsvm.block_store import results_to_dataset, write_atomic  # noqa: E402
-from attnsvm.cell import Cell  # noqa: E402
-from attnsvm.collect import collect_sweep  # noqa: E402
-from attnsvm.grid import parse_config  # noqa: E402
-from attnsvm.run import run_cells  # noqa: E402
+from attnsvm.config.cell import Cell  # noqa: E402
+from attnsvm.config.grid import parse_config  # noqa: E402
+from attnsvm.sweep.collect import collect_sweep  # noqa: E402
+from attnsvm.sweep.compute import run_cells  # noqa: E402
+from attnsvm.sweep.store import results_to_dataset, write_atomic  # noqa: E402
+from attnsvm.sweep.worker import write_block  # noqa: E402
 
 
 def main() -> None:
@@ -37,7 +37,10 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, nargs="*", default=[1000, 10000])
     ap.add_argument("--workers", type=int, nargs="*", default=[1, os.cpu_count() or 1])
     args = ap.parse_args()
-    code = "import attnsvm.block, attnsvm.run, attnsvm.block_store, torch, xarray, zarr"
+    code = (
+        "import attnsvm.sweep.worker, attnsvm.sweep.compute, attnsvm.sweep.store, torch, xarray"
+        ", zarr"
+    )
     ts = []
     for _ in range(3):
         t0 = time.perf_counter()
@@ -58,7 +61,7 @@ def main() -> None:
             f"E2 block (100 seeds, W): compute {compute:.2f} s, store build + write "
             f"{write:.2f} s ({100 * write / (compute + write):.1f}% of the job)"
         )
-        one = run_block(
+        one = write_block(
             [Cell(n=6, T=8, d=10, iterations=100, seed=0)], tmp / "one.zarr", experiment="x"
         )
         for N in args.blocks:

@@ -22,11 +22,11 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from attnsvm.cell import Cell  # noqa: E402
-from attnsvm.constraints import att_svm_constraints  # noqa: E402
-from attnsvm.data import make_dataset, optimal_tokens  # noqa: E402
+from attnsvm.config.cell import Cell  # noqa: E402
+from attnsvm.gd.data import make_dataset, optimal_tokens  # noqa: E402
+from attnsvm.gd.train import train_cells  # noqa: E402
 from attnsvm.svm import solve_frobenius, solve_nuclear  # noqa: E402
-from attnsvm.train import train_cells  # noqa: E402
+from attnsvm.svm.constraints import att_svm_constraints  # noqa: E402
 
 AXES = {"d": [10, 20, 50, 100], "n": [6, 12, 25, 50], "T": [8, 16, 32]}
 BASE = {"n": 6, "T": 8, "d": 10}

@@ -1,7 +1,7 @@
 """Accuracy of ``attnsvm status``'s remaining-time estimate on a real sweep, and its speed.
 
 Runs a sweep from scratch in a temporary copy of the workflow (plain ``snakemake``, default
-profile, ``--cores``), polls :func:`attnsvm.status.sweep_status` about once a second, and
+profile, ``--cores``), polls :func:`attnsvm.sweep.status.sweep_status` about once a second, and
 records the overall estimate when 25%, 50% and 75% of the blocks are done. When the sweep
 has finished, the actual remaining wall time at each of those moments is known; the
 relative error ``(estimate - actual) / actual`` is printed and written to a CSV with the
@@ -59,7 +59,7 @@ def machine() -> str:
 
 def run_sweep(configfile: str, cores: int, poll: float) -> list[dict]:
     """Run the sweep of ``configfile`` from scratch; the estimate at each mark and the truth."""
-    from attnsvm.status import sweep_status
+    from attnsvm.sweep.status import sweep_status
 
     with tempfile.TemporaryDirectory() as tmp:
         wd = scratch(Path(tmp))
@@ -121,9 +121,9 @@ def scale(blocks: int) -> float:
             }
         },
     }
-    from attnsvm.block import cells_digest
-    from attnsvm.integrity import write_manifest
-    from attnsvm.status import _plan
+    from attnsvm.sweep.integrity import write_manifest
+    from attnsvm.sweep.status import _plan
+    from attnsvm.sweep.worker import cells_digest
 
     with tempfile.TemporaryDirectory() as tmp:
         wd = Path(tmp)

@@ -14,11 +14,11 @@ import time
 import cvxpy as cp
 import numpy as np
 
-from attnsvm.cell import Cell
-from attnsvm.constraints import att_svm_constraints
-from attnsvm.data import make_dataset, optimal_tokens
-from attnsvm.metrics import corr, rank
+from attnsvm.config.cell import Cell
+from attnsvm.gd.data import make_dataset, optimal_tokens
 from attnsvm.svm import solve_frobenius, solve_nuclear
+from attnsvm.svm.constraints import att_svm_constraints
+from attnsvm.sweep.metrics import corr, rank
 
 
 def naive_frobenius(X: np.ndarray, Z: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, float]:

@@ -5,9 +5,9 @@ Run: ``python bench/bench_svm_batched.py [--device cuda] [--threads 1]``. For ea
 workflow's own data (``make_dataset``, the optimal tokens as selection) and prints, per batch
 size, instances per second of
 
-* the loop: :func:`attnsvm.svm_frobenius.solve_frobenius` one instance after the other
+* the loop: :func:`attnsvm.svm.frobenius.solve_frobenius` one instance after the other
   (always on the CPU: that route is scipy/Clarabel);
-* the batched route: :func:`attnsvm.svm_frobenius_batched.solve_frobenius_batched` on
+* the batched route: :func:`attnsvm.svm.frobenius_batched.solve_frobenius_batched` on
   ``--device``, everything included (stacking, Gram matrices, pivoting, certificate, the
   per-instance certificate, fallbacks);
 
@@ -28,11 +28,11 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from attnsvm.cell import Cell  # noqa: E402
-from attnsvm.constraints import att_svm_constraints  # noqa: E402
-from attnsvm.data import make_dataset, optimal_tokens  # noqa: E402
-from attnsvm.svm_frobenius import solve_frobenius  # noqa: E402
-from attnsvm.svm_frobenius_batched import solve_frobenius_batched  # noqa: E402
+from attnsvm.config.cell import Cell  # noqa: E402
+from attnsvm.gd.data import make_dataset, optimal_tokens  # noqa: E402
+from attnsvm.svm.constraints import att_svm_constraints  # noqa: E402
+from attnsvm.svm.frobenius import solve_frobenius  # noqa: E402
+from attnsvm.svm.frobenius_batched import solve_frobenius_batched  # noqa: E402
 
 
 def instances(n: int, T: int, d: int, count: int):

@@ -35,8 +35,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import torch  # noqa: E402
 
-from attnsvm.cell import Cell  # noqa: E402
-from attnsvm.train import stack_cells, train_batch  # noqa: E402
+from attnsvm.config.cell import Cell  # noqa: E402
+from attnsvm.gd.train import stack_cells, train_batch  # noqa: E402
 
 # (label, Cell fields, seeds): E2 (SCIENCE.md section 6) and E4's relu head (config/paper.yaml)
 STEP_CASES = [

@@ -19,8 +19,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import torch  # noqa: E402
 
-from attnsvm.cell import Cell  # noqa: E402
-from attnsvm.train import stack_cells, train_batch  # noqa: E402
+from attnsvm.config.cell import Cell  # noqa: E402
+from attnsvm.gd.train import stack_cells, train_batch  # noqa: E402
 
 SIZES = ((6, 8, 10), (50, 20, 100))
 
