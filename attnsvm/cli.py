@@ -119,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the store paths of crashed blocks (to --forcerun them)",
     )
     st.add_argument("--failed_paths", action="store_true", help=argparse.SUPPRESS)
+    st.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every file of every block store against its manifest (slower); by "
+        "default only the manifests are read, and the results of that are cached",
+    )
     return parser
 
 
@@ -149,6 +155,7 @@ def _status(args: argparse.Namespace) -> int:
             as_json=args.json,
             configfile=args.configfile,
             failed_paths=args.failed_paths,
+            verify=args.verify,
         )
     except (ConfigError, OSError) as err:
         print(f"attnsvm status: error: {err}", file=sys.stderr)

@@ -131,14 +131,19 @@ def write_manifest(store: str | os.PathLike, attrs: Mapping[str, Any]) -> dict[s
 
 
 def verify_store(
-    path: str | os.PathLike, full: bool = True, trust_unchanged: bool = False
+    path: str | os.PathLike,
+    full: bool = True,
+    trust_unchanged: bool = False,
+    contents: bool = True,
 ) -> dict[str, Any]:
     """The manifest of the store at ``path`` once its content verifies against it.
 
     ``full``: hash every file (otherwise only names and sizes are compared).
     ``trust_unchanged``: skip the hash of a file not written since the manifest recorded its
     hash (same inode, modification and status-change time; :func:`_unchanged_key`): the
-    quick check of ``attnsvm status``. Collect and the workflow's repair hash every file.
+    check of ``attnsvm status --verify``. Collect and the workflow's repair hash every file.
+    ``contents`` false: only the manifest is read (it must parse and be of this format); no
+    file of the store is looked at (the quick check of ``attnsvm status``).
     Raises :class:`StoreError` (state ``damaged``) naming the store and the first problem:
     not a directory, no or unreadable manifest, a file missing, added, resized or changed.
     """
@@ -154,6 +159,8 @@ def verify_store(
         raise StoreError(root, f"no {MANIFEST} (written last: the store is incomplete)") from None
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise StoreError(root, f"unreadable {MANIFEST}: {err}") from None
+    if not contents:
+        return manifest
     if manifest.get("content_sha256") != _content_sha256(files):
         raise StoreError(root, f"{MANIFEST} does not match its own checksum")
     try:
@@ -241,17 +248,18 @@ def check_block(
     full: bool = True,
     check_version: bool = True,
     trust_unchanged: bool = False,
+    contents: bool = True,
 ) -> BlockCheck:
     """Check the block store at ``path`` against the plan (``digest``: the cells' digest).
 
-    ``full`` and ``trust_unchanged``: as for :func:`verify_store`.
+    ``full``, ``trust_unchanged`` and ``contents``: as for :func:`verify_store`.
 
     ``check_version``: a store written by another attnsvm version is stale (the workflow's
     rule: the version stands in for the library code).
     """
     path = Path(path)
     try:
-        m = verify_store(path, full=full, trust_unchanged=trust_unchanged)
+        m = verify_store(path, full=full, trust_unchanged=trust_unchanged, contents=contents)
     except StoreError as err:
         return BlockCheck(path, "damaged", err.reason)
     if m.get("kind") != "block" or m.get("experiment") != experiment or m.get("block") != block:

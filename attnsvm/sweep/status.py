@@ -17,6 +17,7 @@ import numpy as np
 
 from attnsvm import codes
 from attnsvm.sweep.integrity import check_block
+from attnsvm.sweep.status_cache import StatusPlan, StoreChecks, store_key
 
 
 def _claim_state(claim: Path) -> str:
@@ -86,6 +87,18 @@ def _store_info(p: Path) -> tuple[float, dict[str, int], bool, tuple[float, floa
     )
 
 
+def _finite_mean(values) -> float:
+    """Mean of the finite values (NaN when there are none)."""
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
+def _claim(claim: Path) -> float | bool | None:
+    """A block job's claim: False when its job was killed, else when the job started (None
+    when the claim does not say)."""
+    return False if _claim_state(claim) != "running" else _claim_started(claim)
+
+
 def _entries(blocks_dir: Path) -> list[Path]:
     """Entries of a ``blocks/`` folder by name (none when it does not exist)."""
     if not blocks_dir.is_dir():
@@ -94,32 +107,67 @@ def _entries(blocks_dir: Path) -> list[Path]:
         return [Path(e.path) for e in sorted(it, key=lambda e: e.name)]
 
 
-def _finished_store(p: Path, experiment: str, name: str, digest: str | None):
-    """:func:`check_block` of one store (quick: files not written since their hash was taken
-    are not hashed again) and, when it is finished, its :func:`_store_info` (else None)."""
-    chk = check_block(p, experiment, name, digest, trust_unchanged=True)
+def _check_store(
+    p: Path, experiment: str, name: str, digest: str | None, verify: bool
+) -> tuple[str, str, tuple | None]:
+    """State, reason and (when finished) :func:`_store_info` of one block store.
+
+    Quick (``verify`` false): the manifest must parse and name this block, its cells
+    (``digest``) and this attnsvm version; its files are not opened (the workflow verifies
+    every file before reading a store). ``verify``: every file is also checked, hashing those
+    written since the manifest was (:func:`attnsvm.sweep.integrity.check_block`).
+    """
+    chk = check_block(p, experiment, name, digest, full=verify, trust_unchanged=True,
+                      contents=verify)  # fmt: skip
     if not chk.finished:
-        return chk, None
+        return chk.state, chk.reason, None
     try:
-        return chk, _store_info(p)
+        return chk.state, chk.reason, _store_info(p)
     except Exception as err:  # verified, yet its metadata cannot be read
-        return type(chk)(p, "damaged", f"cannot be read: {err}"), None
+        return "damaged", f"cannot be read: {err}", None
+
+
+def _cached_check(
+    p: Path,
+    experiment: str,
+    name: str,
+    digest: str | None,
+    cache: StoreChecks | None,
+    verify: bool = False,
+) -> tuple[str, str, tuple | None]:
+    """:func:`_check_store`; the quick one is remembered in ``cache`` under the store's
+    :func:`~attnsvm.sweep.status_cache.store_key` and the planned ``digest``."""
+    if verify:
+        return _check_store(p, experiment, name, digest, verify=True)
+    key = store_key(p) if cache is not None else None
+    hit = cache.get(name, key, digest) if key is not None else None
+    if hit is not None:
+        return hit[0], "", hit[1]
+    state, reason, info = _check_store(p, experiment, name, digest, verify=False)
+    if key is not None and info is not None:
+        cache.put(name, key, digest, state, info)
+    return state, reason, info
 
 
 def scan_experiment(
-    exp_dir: Path, plan: dict[str, int] | None = None, digests: dict[str, str] | None = None
+    exp_dir: Path,
+    plan: dict[str, int] | None = None,
+    digests: dict[str, str] | None = None,
+    verify: bool = False,
+    cache: StoreChecks | None = None,
 ) -> dict:
     """Blocks done / running / failed / missing, cells by status and measured job times.
 
     ``plan``: planned blocks of the experiment ``{name: number of cells}`` (from the config);
     without it only what is on disk is known and missing blocks cannot be counted.
     ``digests``: the planned blocks' cells digests; a store holding other cells is stale.
-    Only verified stores count (:func:`attnsvm.sweep.integrity.check_block`, hashing each file
-    written since its manifest was, so that untouched stores cost no hashing); the others are
-    listed in ``blocks_unfinished`` (path, state: damaged / stale / foreign / retry, reason)
-    and count as missing; entries that are no planned block are listed in ``ignored``.
+    Only stores that pass :func:`_check_store` count (quick: their manifests; ``verify``:
+    every file too); the others are listed in ``blocks_unfinished`` (path, state: damaged /
+    stale / foreign / retry, reason) and count as missing; entries that are no planned block
+    are listed in ``ignored``. ``cache``: quick checks remembered between calls
+    (:mod:`attnsvm.sweep.status_cache`), updated in place; not used with ``verify``.
     ``jobs`` holds ``{block: [start, end]}`` (Unix times) of the finished block jobs whose
-    store records its job's start; :func:`estimate_remaining` turns them into a time left.
+    store records its job's start (:func:`estimate_remaining` turns them into a time left).
     """
     blocks_dir = exp_dir / "blocks"
     done: dict[str, float] = {}
@@ -133,13 +181,9 @@ def scan_experiment(
     ignored: list[str] = []
     for p in _entries(blocks_dir):
         if p.name.endswith(".zarr.running"):
-            name = p.name[1:].removesuffix(".zarr.running")
-            if _claim_state(p) != "running":
-                killed.append(name)
-                continue
-            running.append(name)
-            started = _claim_started(p)
-            if started is not None:
+            name, started = p.name[1:].removesuffix(".zarr.running"), _claim(p)
+            (killed if started is False else running).append(name)
+            if isinstance(started, float):
                 running_since[name] = started
             continue
         if p.name.startswith("."):
@@ -148,11 +192,10 @@ def scan_experiment(
         if p.suffix != ".zarr" or (plan is not None and name not in plan):
             ignored.append(str(p))  # not part of this config: neither done nor counted
             continue
-        chk, info = _finished_store(p, exp_dir.name, name, (digests or {}).get(name))
+        digest = (digests or {}).get(name)
+        state, reason, info = _cached_check(p, exp_dir.name, name, digest, cache, verify)
         if info is None:
-            unfinished.append(
-                {"block": name, "path": str(p), "state": chk.state, "reason": chk.reason}
-            )
+            unfinished.append({"block": name, "path": str(p), "state": state, "reason": reason})
             continue
         done[name], counts, crashed, job = info
         if job is not None:
@@ -161,12 +204,13 @@ def scan_experiment(
             failed_blocks.append(name)
         for k, v in counts.items():
             cells[k] += v
+    if cache is not None:
+        cache.keep_only(set(done))
     if plan is not None:
         missing = [b for b in plan if b not in done]
         cells["missing"] += sum(plan[b] for b in missing)
     else:
         missing = sorted(set(killed) - set(done))
-    secs = [v for v in done.values() if np.isfinite(v)]
     return {
         "blocks_planned": len(plan) if plan is not None else None,
         "blocks_done": len(done),
@@ -179,7 +223,7 @@ def scan_experiment(
         "blocks_unfinished": unfinished,
         "ignored": ignored,
         "cells": cells,
-        "mean_block_seconds": float(np.mean(secs)) if secs else float("nan"),
+        "mean_block_seconds": _finite_mean(done.values()),
         "jobs": jobs,
         "running_since": {b: t for b, t in running_since.items() if b not in done},
         "estimated_remaining_seconds": None,
@@ -295,40 +339,12 @@ def default_configfile() -> Path | None:
     return p if p.is_file() else None
 
 
-def plan_from_configfile(configfile: str | os.PathLike) -> tuple[str, dict[str, dict[str, int]]]:
-    """Results dir and planned blocks ``{experiment: {block: cells}}`` of a config file."""
-    plan = _plan(configfile)
-    return plan.results, _planned_blocks(plan)
-
-
-def _planned_blocks(plan) -> dict[str, dict[str, int]]:
-    """``{experiment: {block: number of cells}}`` of a plan."""
-    return {
-        exp: {name: len(b.cells) for name, b in plan.blocks(exp).items()}
-        for exp in plan.experiments
-    }
-
-
-def _plan(configfile: str | os.PathLike):
-    """The plan of a config file, read by the safe loader (:mod:`attnsvm.config.files`)."""
-    from attnsvm.config.files import load_config_file
-    from attnsvm.sweep.plan import Plan
-
-    return Plan.from_config(load_config_file(configfile))
-
-
-def _result_jobs(plan, exp: str) -> list[tuple[str, str]]:
-    """(log, output) of every result job of ``exp`` (:meth:`Paths.result_jobs
-    <attnsvm.sweep.paths.Paths.result_jobs>`)."""
-    return plan.paths.result_jobs(exp, plan.experiments[exp].figures)
-
-
-def _result_job_times(plan, exp: str) -> list[tuple[float, float]]:
+def _result_job_times(plan: StatusPlan, exp: str) -> list[tuple[float, float]]:
     """(start, end) of the finished result jobs of ``exp``: log opened, output written."""
     from attnsvm.logs import job_start_time
 
     out = []
-    for log, output in _result_jobs(plan, exp):
+    for log, output in plan.result_jobs[exp]:
         start = job_start_time(log)
         try:
             end = os.stat(output).st_mtime
@@ -339,10 +355,10 @@ def _result_job_times(plan, exp: str) -> list[tuple[float, float]]:
     return out
 
 
-def _result_chain(plan, exp: str) -> int:
+def _result_chain(plan: StatusPlan, exp: str) -> int:
     """Result jobs of ``exp`` still to run one after the other: 3 (collect pending), 2
     (summarize pending), 1 (a status table or figure pending) or 0."""
-    jobs = _result_jobs(plan, exp)  # collect, summarize, then status table and figures
+    jobs = plan.result_jobs[exp]  # collect, summarize, then status table and figures
     pending = [not Path(output).exists() for _, output in jobs]
     if pending[0]:
         return 3
@@ -351,9 +367,9 @@ def _result_chain(plan, exp: str) -> int:
     return int(any(pending[2:]))
 
 
-def _pending_results(plan, exp: str) -> int:
+def _pending_results(plan: StatusPlan, exp: str) -> int:
     """Result jobs of ``exp`` (collect, summarize, status table, figures) not yet done."""
-    return sum(not Path(output).exists() for _, output in _result_jobs(plan, exp))
+    return sum(not Path(output).exists() for _, output in plan.result_jobs[exp])
 
 
 def _fmt_seconds(sec: float) -> str:
@@ -364,8 +380,45 @@ def _fmt_seconds(sec: float) -> str:
     return f"{sec / 3600:.1f} h"
 
 
+def _experiment_dirs(path: str | os.PathLike | None, plan: StatusPlan | None) -> dict[str, Path]:
+    """``{experiment: its dir}``: the config's experiments first, then others on disk."""
+    root = Path(path or (plan.results if plan is not None else "results"))
+    if root.is_dir() and (root / "blocks").is_dir():
+        return {root.name: root}
+    planned = plan.experiments if plan is not None else []
+    on_disk = set()
+    if root.is_dir():
+        on_disk = {p.name for p in root.iterdir() if (p / "blocks").is_dir()}
+    return {n: root / n for n in planned + sorted(on_disk - set(planned))}
+
+
+def _overall(plan: StatusPlan, report: dict[str, dict]) -> dict:
+    """The remaining wall time per experiment (set in ``report``) and the overall line."""
+    known = [e for e in report if e in plan.blocks]
+    est = estimate_remaining(
+        {e: report[e] for e in known},
+        {e: plan.block_seconds(e) for e in known},
+        {e: _pending_results(plan, e) for e in known},
+        [t for e in known for t in _result_job_times(plan, e)],
+        result_chains={e: _result_chain(plan, e) for e in known},
+    )
+    for e in known:
+        report[e]["estimated_remaining_seconds"] = est["experiments"][e]
+    return {
+        "blocks_planned": sum(r["blocks_planned"] or 0 for r in report.values()),
+        "blocks_done": sum(r["blocks_done"] for r in report.values()),
+        "blocks_running": sum(r["blocks_running"] for r in report.values()),
+        "blocks_missing": sum(r["blocks_missing"] for r in report.values()),
+        "estimated_remaining_seconds": est["overall"],
+        "parallel_jobs": est["parallel_jobs"],
+        "measured_jobs": est["measured_jobs"],
+    }
+
+
 def sweep_status(
-    path: str | os.PathLike | None = None, configfile: str | os.PathLike | None = None
+    path: str | os.PathLike | None = None,
+    configfile: str | os.PathLike | None = None,
+    verify: bool = False,
 ) -> tuple[dict[str, Path], dict[str, dict], dict | None]:
     """Experiment dirs, :func:`scan_experiment` per experiment and the overall line.
 
@@ -373,50 +426,34 @@ def sweep_status(
     Snakemake does) the planned blocks are known, so missing blocks and cells are counted and
     the remaining wall time is estimated from the measured job times
     (:func:`estimate_remaining`), per experiment and overall (``None`` without a config).
+    The plan and the quick checks of finished stores are cached between calls
+    (:mod:`attnsvm.sweep.status_cache`); ``verify`` checks every file of every store.
     """
+    from attnsvm.sweep import status_cache
+
     if configfile is None and path is None:
         configfile = default_configfile()
-    plan = None
-    plans: dict[str, dict[str, int]] | None = None
+    plan, cache, cache_path = None, None, None
     if configfile is not None:
-        plan = _plan(configfile)
-        plans = _planned_blocks(plan)
-        path = path or plan.results
-    root = Path(path or "results")
-    if root.is_dir() and (root / "blocks").is_dir():
-        exps = {root.name: root}
-    else:
-        names = set(plans or {}) | (
-            {p.name for p in root.iterdir() if (p / "blocks").is_dir()} if root.is_dir() else set()
+        plan, cache, cache_path = status_cache.load(configfile)
+    exps = _experiment_dirs(path, plan)
+    checks: dict[str, StoreChecks] = {}
+    report = {}
+    for n, d in exps.items():
+        known = plan is not None and n in plan.blocks
+        if cache is not None and not verify:
+            checks[n] = StoreChecks(cache["stores"].setdefault(str(d), {}))
+        report[n] = scan_experiment(
+            d,
+            None if plan is None else plan.planned(n) if known else {},
+            plan.digests(n) if known else None,
+            verify=verify,
+            cache=checks.get(n),
         )
-        order = list(plans or {})  # config order first, then what else is on disk
-        exps = {n: root / n for n in order + sorted(names - set(order))}
-    digests = {e: plan.block_digests(e) for e in plan.experiments} if plan is not None else {}
-    report = {
-        n: scan_experiment(d, None if plans is None else plans.get(n, {}), digests.get(n))
-        for n, d in exps.items()
-    }
-    overall = None
-    if plan is not None:
-        known = [e for e in report if e in plan.experiments]
-        est = estimate_remaining(
-            {e: report[e] for e in known},
-            {e: plan.block_seconds(e) for e in known},
-            {e: _pending_results(plan, e) for e in known},
-            [t for e in known for t in _result_job_times(plan, e)],
-            result_chains={e: _result_chain(plan, e) for e in known},
-        )
-        for e in known:
-            report[e]["estimated_remaining_seconds"] = est["experiments"][e]
-        overall = {
-            "blocks_planned": sum(r["blocks_planned"] or 0 for r in report.values()),
-            "blocks_done": sum(r["blocks_done"] for r in report.values()),
-            "blocks_running": sum(r["blocks_running"] for r in report.values()),
-            "blocks_missing": sum(r["blocks_missing"] for r in report.values()),
-            "estimated_remaining_seconds": est["overall"],
-            "parallel_jobs": est["parallel_jobs"],
-            "measured_jobs": est["measured_jobs"],
-        }
+    if cache is not None and (cache.get("fresh") or any(c.changed for c in checks.values())):
+        cache.pop("fresh", None)
+        status_cache.save(cache, cache_path)
+    overall = _overall(plan, report) if plan is not None else None
     for r in report.values():
         for key in ("jobs", "missing", "running", "running_since"):
             r.pop(key, None)
@@ -428,10 +465,11 @@ def print_status(
     as_json: bool = False,
     configfile: str | os.PathLike | None = None,
     failed_paths: bool = False,
+    verify: bool = False,
 ) -> int:
     """Print per-experiment progress of a sweep (results dir or one experiment dir) and an
     overall line with the remaining wall time (see :func:`sweep_status`)."""
-    exps, report, overall = sweep_status(path, configfile)
+    exps, report, overall = sweep_status(path, configfile, verify)
     root = Path(path) if path is not None else None
     if failed_paths:
         for n, r in report.items():
@@ -465,6 +503,10 @@ def print_status(
                 "  crashed blocks (rerun with --forcerun on their paths; list them with "
                 "`attnsvm status --failed-paths`): " + ", ".join(r["blocks_failed"][:5])
             )
+    if verify:
+        print("checked: every file of every block store")
+    else:
+        print("checked: block store manifests (--verify checks every file, as each run does)")
     if overall is not None:
         left = overall["estimated_remaining_seconds"]
         print(

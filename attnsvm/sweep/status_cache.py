@@ -1,0 +1,195 @@
+"""What ``attnsvm status`` remembers between calls, so that polling a large sweep is cheap.
+
+Planning a config of 10^4 blocks (validation, cells, digests, predicted costs) takes seconds,
+and so does reading 10^4 manifests. Neither changes while a sweep runs: the plan changes with
+the config file or the code, a finished block store with its files. Both are kept in
+``<results>/.attnsvm-status-cache.json``:
+
+- the plan's view that status needs (:class:`StatusPlan`), under a key made of the config
+  file's bytes, the attnsvm version and the size and modification time of every module of
+  the package (an edited checkout plans again);
+- per finished block store, the outcome of the quick check and its ``zarr.json`` facts, under
+  the inode, size, modification and status-change times of its manifest and ``zarr.json``
+  (:func:`store_key`; rewriting either file, or replacing the store, changes the key).
+
+The cache only saves work: a missing, unreadable or foreign cache is rebuilt, nothing is
+read from it that its key does not vouch for, and a results directory that cannot be
+written simply gets no cache. Contents of stores are never trusted from it: ``attnsvm
+status --verify`` checks every file and bypasses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from attnsvm.atomic import write_text_atomic
+
+CACHE_NAME = ".attnsvm-status-cache.json"
+CACHE_FORMAT = "attnsvm-status-cache/1"
+
+
+@dataclass
+class StatusPlan:
+    """What ``attnsvm status`` needs from a plan (:class:`attnsvm.sweep.plan.Plan`).
+
+    ``blocks``: ``{experiment: {block: [cells, cells digest, predicted job seconds]}}`` in
+    config order; ``result_jobs``: ``{experiment: [[log, output], ...]}`` of its collect,
+    summarize, status table and figure jobs (:meth:`attnsvm.sweep.paths.Paths.result_jobs`).
+    """
+
+    results: str
+    blocks: dict[str, dict[str, list]]
+    result_jobs: dict[str, list[list[str]]]
+
+    @classmethod
+    def from_plan(cls, plan) -> StatusPlan:
+        """The status view of a validated :class:`~attnsvm.sweep.plan.Plan`."""
+        blocks = {}
+        for exp in plan.experiments:
+            digests, seconds = plan.block_digests(exp), plan.block_seconds(exp)
+            blocks[exp] = {
+                name: [len(b.cells), digests[name], seconds[name]]
+                for name, b in plan.blocks(exp).items()
+            }
+        jobs = {
+            exp: [list(j) for j in plan.paths.result_jobs(exp, e.figures)]
+            for exp, e in plan.experiments.items()
+        }
+        return cls(str(plan.results), blocks, jobs)
+
+    @property
+    def experiments(self) -> list[str]:
+        return list(self.blocks)
+
+    def planned(self, exp: str) -> dict[str, int]:
+        """``{block: number of cells}`` of ``exp``."""
+        return {name: v[0] for name, v in self.blocks[exp].items()}
+
+    def digests(self, exp: str) -> dict[str, str]:
+        """``{block: digest of its cells}`` of ``exp``."""
+        return {name: v[1] for name, v in self.blocks[exp].items()}
+
+    def block_seconds(self, exp: str) -> dict[str, float]:
+        """``{block: predicted job seconds}`` of ``exp`` (start-up included)."""
+        return {name: v[2] for name, v in self.blocks[exp].items()}
+
+
+def code_fingerprint() -> str:
+    """attnsvm's version and the size and modification time of each of its modules."""
+    import attnsvm
+
+    root = Path(attnsvm.__file__).parent
+    parts = [attnsvm.__version__]
+    for p in sorted(root.rglob("*.py")):
+        st = p.stat()
+        parts.append(f"{p.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """The cache at ``path`` when it is readable and of this format."""
+    try:
+        cache = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(cache, dict) and cache.get("format") == CACHE_FORMAT
+    return cache if ok and isinstance(cache.get("stores"), dict) else None
+
+
+def load(configfile: str | os.PathLike) -> tuple[StatusPlan, dict[str, Any], Path]:
+    """The status plan of ``configfile``, the cache it comes with, and the cache's path.
+
+    Plans (and validates, raising :class:`~attnsvm.config.grid.ConfigError`) only when the
+    cache does not hold this config file for this code. The stores' entries are kept across
+    plans of the same attnsvm version (each is checked against the planned digest on use).
+    """
+    import attnsvm
+    from attnsvm.config.files import load_config_file
+
+    raw = Path(configfile).read_bytes()
+    config = load_config_file(configfile)
+    results = str(config.get("results", "results")) if isinstance(config, dict) else "results"
+    key = hashlib.sha256(raw + code_fingerprint().encode()).hexdigest()
+    path = Path(results) / CACHE_NAME
+    cache = _read(path)
+    if cache is not None and cache.get("key") == key:
+        try:
+            return StatusPlan(**cache["plan"]), cache, path
+        except (TypeError, KeyError):
+            pass
+    from attnsvm.sweep.plan import Plan
+
+    plan = StatusPlan.from_plan(Plan.from_config(config))
+    same_code = cache is not None and cache.get("version") == attnsvm.__version__
+    fresh = {
+        "format": CACHE_FORMAT,
+        "key": key,
+        "version": attnsvm.__version__,
+        "plan": asdict(plan),
+        "stores": cache["stores"] if same_code else {},
+        "fresh": True,  # not yet written (popped before it is)
+    }
+    return plan, fresh, path
+
+
+def save(cache: dict[str, Any], path: Path) -> None:
+    """Write the cache (atomically) when its results directory exists; errors are ignored:
+    the cache only saves time."""
+    if not path.parent.is_dir():
+        return
+    try:
+        write_text_atomic(path, json.dumps(cache, separators=(",", ":")))
+    except OSError:
+        pass
+
+
+def store_key(store: str | os.PathLike) -> list[int] | None:
+    """What any change to a block store's manifest or ``zarr.json`` (or the store's
+    replacement) changes: inode, size, modification and status-change times (ns) of both and
+    the store's inode; ``None`` when either file is missing."""
+    from attnsvm.sweep.integrity import MANIFEST
+
+    base = os.fspath(store)
+    try:
+        key = [os.stat(base).st_ino]
+        for name in (MANIFEST, "zarr.json"):
+            st = os.stat(os.path.join(base, name))
+            key += [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    except OSError:
+        return None
+    return key
+
+
+class StoreChecks:
+    """The remembered quick checks of one experiment's block stores (``{block: entry}``,
+    part of the cache), and whether this call changed them."""
+
+    def __init__(self, entries: dict[str, Any]):
+        self.entries = entries
+        self.changed = False
+
+    def get(self, block: str, key: list[int] | None, digest: str | None) -> tuple | None:
+        """(state, store info) remembered for ``block`` under ``key`` and ``digest``."""
+        hit = self.entries.get(block) if key is not None else None
+        if not (isinstance(hit, dict) and hit.get("key") == key and hit.get("digest") == digest):
+            return None
+        try:
+            seconds, counts, crashed, job = hit["info"]
+            return hit["state"], (seconds, counts, crashed, None if job is None else tuple(job))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def put(self, block: str, key: list[int], digest: str | None, state: str, info) -> None:
+        self.entries[block] = {"key": key, "digest": digest, "state": state, "info": list(info)}
+        self.changed = True
+
+    def keep_only(self, blocks: set[str]) -> None:
+        """Forget the blocks not in ``blocks`` (stores that are gone)."""
+        for gone in set(self.entries) - blocks:
+            del self.entries[gone]
+            self.changed = True
