@@ -47,13 +47,14 @@ def graph_scalars(graphs: PriorityGraphs, cons) -> dict[str, float]:
 
 
 def trajectory_curves(W: np.ndarray, svm, fin, basis: np.ndarray) -> dict[str, np.ndarray]:
-    """Per checkpoint: corr(W(k), W_svm), ||Pi_S W(k) - W_fin|| (and relative), corr with
+    """Per checkpoint: corr(W(k), W_svm), ||Pi_S W(k) - W_fin|| (and relative; NaN when
+    S_fin = {0}), corr with
     W_pred(k) = W_fin + R(k) W_svm / ||W_svm|| (docs/science.md §8)."""
     nan = np.full(len(W), np.nan)
     out = {"corr_ntp_svm": nan, "corr_ntp_pred": nan, "fin_dist": nan, "fin_dist_rel": nan}
     if svm.solved:
         out["corr_ntp_svm"] = M.corr_batch(W, svm.W[None])
-    if fin.solved:
+    if fin.solved and basis.shape[0]:  # NaN without a cyclic subspace (acyclic graphs)
         out["fin_dist"] = np.linalg.norm(project(basis, W) - fin.W, axis=(-2, -1))
         wn = np.linalg.norm(fin.W)
         out["fin_dist_rel"] = out["fin_dist"] / wn if wn > 0 else nan
