@@ -80,10 +80,14 @@ def solve_wfin(data: NTPData, graphs: PriorityGraphs, basis: np.ndarray) -> SVMR
         if not g @ step < 0:  # not a descent direction (singular H): gradient step
             step = -g
         t = 1.0
-        while _loss_grad_hess(red, theta + t * step, False)[0] > loss + 1e-4 * t * (g @ step):
-            t /= 2
-            if t < 1e-12:
-                break
+        l1, g1, _ = _loss_grad_hess(red, theta + step)
+        # near the minimizer the loss stops resolving decreases (rounding): a full Newton step
+        # that halves the gradient without raising the loss beyond rounding is taken
+        if not (np.linalg.norm(g1) <= 0.5 * gnorm and l1 <= loss + 1e-12 * max(1.0, loss)):
+            while _loss_grad_hess(red, theta + t * step, False)[0] > loss + 1e-4 * t * (g @ step):
+                t /= 2
+                if t < 1e-12:
+                    break
         theta = theta + t * step
     gnorm = float(np.linalg.norm(_loss_grad_hess(red, theta)[1]))  # the answer's certificate
     W = np.einsum("b,bij->ij", theta, basis)

@@ -10,6 +10,8 @@ SCCs and the largest SCC size (mean ± std over seeds).
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import xarray as xr
 
@@ -115,11 +117,10 @@ def _scc_bars(ax, summary: xr.Dataset, gens: list[str]) -> None:
     style.legend(ax, loc="upper left")
 
 
-def _final(summary: xr.Dataset, name: str, g: str) -> float:
+def _final(summary: xr.Dataset, name: str, g: str, p: str = "W") -> float:
     if name not in summary:
         return float("nan")
-    da = summary[name]
-    da = da.sel(generator=g) if "generator" in da.dims else da
+    da = sd.select(summary[name], generator=g, param=p)
     da = captions.last(da)
     return float(da.mean()) if da.size else float("nan")
 
@@ -128,16 +129,16 @@ def numbers(summary: xr.Dataset) -> list[str]:
     """Final correlations, distance to W_fin and SCC counts per graph kind, each with whether
     it agrees with the theory (docs/science.md §8)."""
     out = []
-    for g in _generators(summary):
-        corr = _final(summary, "curve_corr_ntp_svm_mean", g)
-        lo = _final(summary, "curve_corr_ntp_svm_q25", g)
-        pred = _final(summary, "curve_corr_ntp_pred_mean", g)
-        dist = _final(summary, "curve_fin_dist_mean", g)
-        sccs = _final(summary, "ntp_cyclic_sccs_mean", g)
-        big = _final(summary, "ntp_largest_scc_mean", g)
-        acyc = _final(summary, "ntp_acyclic_mean", g)
+    for g, p in itertools.product(_generators(summary), captions.params(summary)):
+        corr = _final(summary, "curve_corr_ntp_svm_mean", g, p)
+        lo = _final(summary, "curve_corr_ntp_svm_q25", g, p)
+        pred = _final(summary, "curve_corr_ntp_pred_mean", g, p)
+        dist = _final(summary, "curve_fin_dist_mean", g, p)
+        sccs = _final(summary, "ntp_cyclic_sccs_mean", g, p)
+        big = _final(summary, "ntp_largest_scc_mean", g, p)
+        acyc = _final(summary, "ntp_acyclic_mean", g, p)
         line = (
-            f"*{LABELS.get(g, g)}* graphs: final corr(*W*, *W*\\ :sub:`svm`) mean "
+            f"*{LABELS.get(g, g)}* graphs, *{p}* runs: final corr(*W*, *W*\\ :sub:`svm`) mean "
             f"{captions.fmt(corr)} (lower quartile {captions.fmt(lo)}), with *W*\\ :sub:`fin` "
             f"+ *R* *Ŵ*\\ :sub:`svm` {captions.fmt(pred)}; "
             f"‖Π *W* − *W*\\ :sub:`fin`‖ {captions.fmt(dist)}; cyclic SCCs per dataset "
