@@ -15,11 +15,17 @@ import os
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-GENERATORS = ("gaussian", "relu", "orthonormal", "toy2d")
+GENERATORS = (
+    "gaussian",
+    "relu",
+    "orthonormal",
+    "toy2d",
+    *("ntp_acyclic", "ntp_cyclic", "ntp_text"),
+)
 HEADS = ("linear", "relu", "lambda")
 PARAMS = ("W", "KQ")
 ATTENTIONS = ("cross", "self", "sequence", "causal")
-TASKS = ("train", "regpath")
+TASKS = ("train", "regpath", "ntp")
 INITS = ("uniform", "zero")
 OPTIMIZERS = ("normalized", "plain")
 DTYPES = ("float64", "float32")
@@ -89,6 +95,7 @@ class Cell:
     task: str = "train"
     radius_min: float = 0.1
     radius_max: float = 100.0
+    K: int = 6
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -103,6 +110,8 @@ class Cell:
         if self.task != "regpath":  # the radii only matter for the regularization path
             for name in _REGPATH_FIELDS:
                 object.__setattr__(self, name, _REGPATH_DEFAULTS[name])
+        if self.task != "ntp" and self.K != _DEFAULTS["K"]:  # the vocabulary: NTP only
+            object.__setattr__(self, "K", _DEFAULTS["K"])
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -117,13 +126,16 @@ class Cell:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields, JSON-serializable.
 
-        ``task`` and the radii are left out for ``task="train"`` (their defaults), so cells
-        written before these fields existed keep their description, digest and blocks.
+        ``task`` and the radii are left out for ``task="train"`` (their defaults), and ``K``
+        for every task but ``ntp``, so cells written before these fields existed keep their
+        description, digest and blocks.
         """
         out = {name: getattr(self, name) for name in _FIELD_NAMES}  # asdict: 10x slower
         if self.task == "train":
             for name in ("task", *_REGPATH_FIELDS):
                 out.pop(name)
+        if self.task != "ntp":
+            out.pop("K")
         return out
 
     @classmethod
@@ -193,6 +205,7 @@ FIELD_DOCS: dict[str, str] = {
     "task": "regpath: norm-constrained minimizers along a radius grid instead of plain GD",
     "radius_min": "regpath only: smallest radius (> 0)",
     "radius_max": "regpath only: largest radius (> radius_min)",
+    "K": "ntp only: vocabulary size (>= 2; docs/science.md 8)",
     "seed": "random seed of data and initialization (>= 0)",
 }
 """One line per :class:`Cell` field (config/README.md has the same table): CLI help text."""
@@ -264,6 +277,7 @@ FIELD_RULES: dict[str, FieldRule] = {
     "train": FieldRule("bool", {}, "true or false"),
     "radius_min": _POSITIVE,
     "radius_max": _POSITIVE,
+    "K": FieldRule("int", {"ge": 2, "le": MAX_SIZE}, "an integer >= 2", f"at most {MAX_SIZE}"),
     "seed": FieldRule(
         "int",
         {"ge": 0, "le": MAX_SEED},
@@ -297,7 +311,7 @@ def cross_field_problem(c: Any) -> str | None:
     """The first rule that ties fields of ``c`` together and that ``c`` breaks (or None)."""
     if c.m is not None and c.m > c.d:
         return f"m must be an integer in [1, d={c.d}] or null (m = d), got {c.m!r}"
-    if c.task == "train" and c.checkpoint_count > max(c.iterations, FREE_CHECKPOINTS):
+    if c.task != "regpath" and c.checkpoint_count > max(c.iterations, FREE_CHECKPOINTS):
         return (
             f"checkpoint_count must be at most iterations={c.iterations} (or "
             f"{FREE_CHECKPOINTS}): one checkpoint per step, got {c.checkpoint_count!r}"
@@ -310,10 +324,36 @@ def cross_field_problem(c: Any) -> str | None:
         return f"radius_max must exceed radius_min, got {c.radius_min!r} and {c.radius_max!r}"
     if c.task == "regpath" and not (c.train and c.head == "linear"):
         return "task 'regpath' needs train: true and head 'linear'"
+    if (problem := _ntp_problem(c)) is not None:
+        return problem
     if c.attention in ("sequence", "causal") and c.head != "linear":
         return f"attention {c.attention!r} needs head 'linear', got {c.head!r}"
     if c.head == "relu" and c.generator != "relu":
         return f"head 'relu' needs generator 'relu' (it draws V), got {c.generator!r}"
+    return None
+
+
+def _ntp_problem(c: Any) -> str | None:
+    """The rules of ``task: ntp`` (docs/science.md §8), or None."""
+    ntp_gen = c.generator.startswith("ntp_")
+    if (c.task == "ntp") != ntp_gen:
+        return (
+            f"task 'ntp' and the generators ntp_acyclic, ntp_cyclic, ntp_text go together, "
+            f"got task {c.task!r} with generator {c.generator!r}"
+        )
+    if c.task != "ntp":
+        return None
+    if (c.head, c.attention) != ("linear", "cross"):
+        return (
+            "task 'ntp' keeps head 'linear' and attention 'cross' (unused), "
+            f"got {c.head!r}, {c.attention!r}"
+        )
+    if c.generator != "ntp_text" and c.T > c.K:
+        return (
+            f"generator {c.generator!r} draws T distinct tokens: needs T <= K, got T={c.T}, K={c.K}"
+        )
+    if not c.train:
+        return "task 'ntp' needs train: true"
     return None
 
 

@@ -115,7 +115,9 @@ def _solve_sdp(A_in, b_in, A_eq, b_eq, shape, solver: str):
         return str(prob.status), None, None, None
     duals = [np.asarray(c.dual_value, dtype=np.float64).ravel() for c in cons]
     lam = duals.pop(0) if A_in.shape[0] else np.zeros(0)
-    mu = duals.pop(0) if A_eq.shape[0] else np.zeros(0)
+    # cvxpy's Lagrangian adds nu^T (A_eq m - b_eq) but lam^T (b_in - A_in m): the equality
+    # multipliers of duality_gap's G = A_in^T lam + A_eq^T mu are -nu
+    mu = -duals.pop(0) if A_eq.shape[0] else np.zeros(0)
     return str(prob.status), np.asarray(M.value), lam, mu
 
 

@@ -182,6 +182,10 @@ def _run_group(
 ) -> list[CellResult]:
     """One shape group: its data, one batched training run, then SVMs and metrics per cell."""
     c0 = cells[0]
+    if c0.task == "ntp":  # next-token prediction (docs/science.md §8): its own pipeline
+        from attnsvm.ntp.run import run_ntp_group
+
+        return run_ntp_group(cells, device)
     t_data = time.perf_counter()
     datasets = [make_dataset(c) for c in cells]
     masks: list[np.ndarray | None] = [None] * len(cells)

@@ -83,6 +83,8 @@ def results_to_dataset(results: Sequence[CellResult], attrs: dict[str, Any]) -> 
     r0 = results[0]
     n, T, d = (max(getattr(r.cell, k) for r in results) for k in ("n", "T", "d"))
     svms = list(LINEAR_SVMS) if r0.cell.head == "linear" else ["fro_alpha", "fro_opt"]
+    if r0.cell.task == "ntp":  # docs/science.md §8: W_svm and W_fin
+        svms = ["ntp_svm", "ntp_fin"]
     V = _Variables()
     _put_codes(V.put, results)
     _put_data(V.put, results)

@@ -33,6 +33,10 @@ SVMS = {
     "svmeq": "the Gen-SVM solution W_svmeq = W_fin + C W_mm_gen",
     "mm_gen": "the max-margin part W_mm_gen of the Gen-SVM",
     "single": "the single-token Frobenius SVM of GD's alpha",
+    "ntp_svm": "the NTP-SVM W_svm of the token-priority graphs (docs/science.md section 8; "
+    "Frobenius for W runs, nuclear for KQ)",
+    "ntp_fin": "W_fin, the loss minimizer on the reduced dataset over S_fin (section 8)",
+    "ntp_pred": "W_fin + R(k) W_svm / ||W_svm||, R(k) = <W(k), W_svm> / ||W_svm|| (section 8)",
 }
 
 # name: (long_name, units or None, description)
@@ -56,7 +60,7 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
     ),
     # data (section 1)
     "X": ("tokens", None, "tokens x_it of example i (docs/science.md section 1)"),
-    "Y": ("labels", None, "label y_i in {-1, +1} of example i"),
+    "Y": ("labels", None, "label y_i in {-1, +1} of example i (+1 for task ntp: opt)"),
     "Z": ("queries", None, "query z_i of example i"),
     "v": ("head vector", None, "fixed linear head v"),
     "V": ("relu head matrix", None, "matrix V of the relu head (relu generator only)"),
@@ -66,7 +70,12 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
         "GD's selected token per example at the last checkpoint (the optimal tokens when "
         "untrained); -1: padding",
     ),
-    "opt": ("optimal tokens", None, "opt_i = argmax_t gamma_it, the optimal token per example"),
+    "opt": (
+        "optimal tokens",
+        None,
+        "opt_i = argmax_t gamma_it, the optimal token per example (task ntp: the first "
+        "position holding the next-token label)",
+    ),
     # trajectory (section 3)
     "W": (
         "attention weights W(k)",
@@ -130,6 +139,27 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
     ),
     "lowrank_certified": ("rank-m certified", None, "1 if the rank-m solution reaches the bound"),
     "lowrank_agree": ("agreeing restarts", None, "restarts within 1e-4 of the best objective"),
+    # next-token prediction (section 8)
+    "fin_dist": (
+        "distance to W_fin",
+        None,
+        "||Pi_{S_fin} W(k) - W_fin||_F, the finite part's distance to W_fin (section 8); "
+        "NaN for acyclic graphs (S_fin = {0})",
+    ),
+    "fin_dist_rel": ("relative distance to W_fin", "1", "fin_dist / ||W_fin||_F (NaN if 0)"),
+    "scc_mass": (
+        "softmax mass on the label's SCC",
+        "1",
+        "mean over sequences of the softmax mass on the tokens in the label's SCC",
+    ),
+    "ntp_graphs": ("priority graphs", "1", "distinct last tokens k, one graph G^(k) each"),
+    "ntp_edges": ("graph edges", "1", "distinct edges (k, i, j) of all priority graphs"),
+    "ntp_cyclic_sccs": ("cyclic SCCs", "1", "SCCs with more than one token, over all graphs"),
+    "ntp_largest_scc": ("largest SCC", "1", "tokens in the largest SCC (1: acyclic)"),
+    "ntp_cyclic_tokens": ("tokens in cyclic SCCs", "1", "sum of the sizes of the cyclic SCCs"),
+    "ntp_eq_rows": ("equality rows", "1", "NTP-SVM rows inside an SCC (== 0)"),
+    "ntp_ineq_rows": ("margin rows", "1", "NTP-SVM rows between SCCs (>= 1)"),
+    "ntp_acyclic": ("acyclic graphs", None, "1 if every priority graph is acyclic"),
     "curve_radius": ("radius R", None, "radius of the regularization path at this checkpoint"),
     "curve_gd_margin": (
         "GD margin",
@@ -197,7 +227,8 @@ COORDS: dict[str, tuple[str, str | None, str]] = {
     "lr": ("step size", None, "learning rate of GD"),
     "iterations": ("iterations", None, "GD iterations"),
     "dtype": ("dtype", None, "floating point type of training"),
-    "task": ("task", None, "train (GD) or regpath (regularization path)"),
+    "task": ("task", None, "train (GD), regpath (regularization path) or ntp (section 8)"),
+    "K": ("vocabulary size K", None, "tokens of the NTP vocabulary (docs/science.md section 8)"),
 }
 
 _FLAGS = {

@@ -1,0 +1,181 @@
+"""One shape group of NTP cells end to end (docs/science.md §8): data, priority graphs and
+SCCs, the NTP-SVM, W_fin, batched training and the metrics, as the sweep's CellResults."""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+
+import numpy as np
+
+from attnsvm.config.cell import Cell
+from attnsvm.gd.data import Dataset, make_init
+from attnsvm.ntp.data import NTPData, make_ntp_data
+from attnsvm.ntp.graph import PriorityGraphs, priority_graphs
+from attnsvm.ntp.svm import fin_basis, ntp_constraints, project, solve_ntp_svm
+from attnsvm.ntp.train import train_ntp
+from attnsvm.ntp.wfin import solve_wfin
+from attnsvm.sweep import metrics as M
+
+log = logging.getLogger(__name__)
+
+#: the SVM-like answers of an NTP cell (stored on the ``svm`` axis)
+NTP_SVMS = ("ntp_svm", "ntp_fin")
+
+
+def _as_dataset(data: NTPData) -> Dataset:
+    """The tokens as the sweep stores them: X the embedded sequences, Z the queries (last
+    tokens); Y = +1 and v = 0 (no linear head; the labels are the tokens at ``opt``)."""
+    n, d = data.tokens.shape[0], data.E.shape[1]
+    return Dataset(data.X, np.ones(n), data.Z, np.zeros(d))
+
+
+def graph_scalars(graphs: PriorityGraphs, cons) -> dict[str, float]:
+    """How many graphs, SCCs with more than one token and their largest size, rows."""
+    cyc = graphs.cyclic_components()
+    return {
+        "ntp_graphs": float(len(graphs.queries)),
+        "ntp_edges": float(len(graphs.edges)),
+        "ntp_cyclic_sccs": float(len(cyc)),
+        "ntp_largest_scc": float(max(cyc, default=1)),
+        "ntp_cyclic_tokens": float(sum(cyc)),
+        "ntp_eq_rows": float(cons.equality.sum()),
+        "ntp_ineq_rows": float((~cons.equality).sum()),
+        "ntp_acyclic": float(not cyc),
+    }
+
+
+def trajectory_curves(W: np.ndarray, svm, fin, basis: np.ndarray) -> dict[str, np.ndarray]:
+    """Per checkpoint: corr(W(k), W_svm), ||Pi_S W(k) - W_fin|| (and relative; NaN when
+    S_fin = {0}), corr with
+    W_pred(k) = W_fin + R(k) W_svm / ||W_svm|| (docs/science.md §8)."""
+    nan = np.full(len(W), np.nan)
+    out = {"corr_ntp_svm": nan, "corr_ntp_pred": nan, "fin_dist": nan, "fin_dist_rel": nan}
+    if svm.solved:
+        out["corr_ntp_svm"] = M.corr_batch(W, svm.W[None])
+    if fin.solved and basis.shape[0]:  # NaN without a cyclic subspace (acyclic graphs)
+        out["fin_dist"] = np.linalg.norm(project(basis, W) - fin.W, axis=(-2, -1))
+        wn = np.linalg.norm(fin.W)
+        out["fin_dist_rel"] = out["fin_dist"] / wn if wn > 0 else nan
+    if svm.solved and fin.solved and np.linalg.norm(svm.W) > 0:
+        u = svm.W / np.linalg.norm(svm.W)
+        R = np.einsum("cij,ij->c", W, u)
+        out["corr_ntp_pred"] = np.einsum("cij,cij->c", W, fin.W + R[:, None, None] * u) / (
+            np.linalg.norm(W, axis=(-2, -1)) * np.linalg.norm(fin.W + R[:, None, None] * u,
+                                                              axis=(-2, -1))
+        )  # fmt: skip
+    return out
+
+
+def scc_mass(softmax: np.ndarray, data: NTPData, graphs: PriorityGraphs) -> np.ndarray:
+    """Mean softmax mass on the tokens of the label's SCC, per checkpoint (C,)."""
+    k = data.tokens[:, -1]
+    same = graphs.scc[k[:, None], data.tokens] == graphs.scc[k, data.labels][:, None]
+    return (softmax * same).sum(-1).mean(-1)
+
+
+class _Prepared:
+    """Data, graphs, SVMs and W_fin of one cell (before training)."""
+
+    def __init__(self, cell: Cell):
+        t0 = time.perf_counter()
+        self.data = make_ntp_data(cell.generator, cell.n, cell.T, cell.K, cell.d, cell.seed)
+        self.graphs = priority_graphs(self.data.tokens, self.data.labels, cell.K)
+        self.cons = ntp_constraints(self.data.E, self.graphs)
+        self.svm = solve_ntp_svm(self.cons, "fro" if cell.param == "W" else "nuc")
+        self.basis = fin_basis(self.cons)
+        self.fin = solve_wfin(self.data, self.graphs, self.basis)
+        self.seconds = time.perf_counter() - t0
+
+
+def run_ntp_group(cells: list[Cell], device: str = "auto") -> list:
+    """CellResults of a shape group of ``task: ntp`` cells (docs/science.md §8); a failure
+    in one cell is that cell's status and message, a failed training fails the group's cells."""
+    from attnsvm.sweep.compute import CellResult
+
+    c0, prepared, errors = cells[0], [], []
+    for cell in cells:
+        try:
+            prepared.append(_Prepared(cell))
+            errors.append("")
+        except Exception:  # recorded per cell, never swallowed
+            prepared.append(None)
+            errors.append(traceback.format_exc(limit=3))
+    good = [i for i, p in enumerate(prepared) if p is not None]
+    tr, train_error = None, ""
+    if good:
+        try:
+            tr = _train(c0, [cells[i] for i in good], [prepared[i] for i in good], device)
+        except Exception:
+            train_error = traceback.format_exc(limit=3)
+    results = []
+    for i, cell in enumerate(cells):
+        p = prepared[i]
+        C = len(cell.checkpoints())
+        n, T, d = cell.n, cell.T, cell.d
+        res = CellResult(
+            cell=cell, status="ok", message="",
+            data=_as_dataset(p.data) if p else Dataset(*_nan_data(n, T, d)),
+            iterations=np.asarray(cell.checkpoints(), np.int64),
+            W=np.full((C, d, d), np.nan), softmax=np.full((C, n, T), np.nan),
+            loss=np.full(C, np.nan), wnorm=np.full(C, np.nan),
+            alpha=np.zeros(n, np.int64), opt=np.zeros(n, np.int64),
+        )  # fmt: skip
+        if p is None or train_error or tr is None:
+            res.status, res.message = "failed", errors[i] or f"training failed: {train_error}"
+        else:
+            _measure(res, p, tr, good.index(i))
+        results.append(res)
+    return results
+
+
+def _nan_data(n: int, T: int, d: int):
+    return np.full((n, T, d), np.nan), np.ones(n), np.full((n, d), np.nan), np.zeros(d)
+
+
+def _train(c0: Cell, cells: list[Cell], prepared: list[_Prepared], device: str):
+    inits = [make_init(c) for c in cells]
+    t0 = time.perf_counter()
+    tr = train_ntp(
+        np.stack([p.data.X for p in prepared]),
+        np.stack([p.data.Z for p in prepared]),
+        np.stack([p.data.label_mask for p in prepared]),
+        {k: np.stack([init[k] for init in inits]) for k in inits[0]},
+        c0.checkpoints(),
+        lr=c0.lr,
+        optimizer=c0.optimizer,
+        device=device,
+    )
+    log.info("ntp train: %d seed(s) x %d step(s) in %.3f s", len(cells), c0.iterations,
+             time.perf_counter() - t0)  # fmt: skip
+    return tr
+
+
+def _measure(res, p: _Prepared, tr, s: int) -> None:
+    """Trajectory, SVMs, curves and scalars of seed ``s`` of the trained group."""
+    t0 = time.perf_counter()
+    res.W, res.softmax, res.loss, res.wnorm = tr.W[s], tr.softmax[s], tr.loss[s], tr.wnorm[s]
+    res.device = tr.device
+    res.timings["train"] = tr.seconds / tr.W.shape[0]
+    res.timings["solve"] = p.seconds
+    res.opt = p.data.label_position
+    res.alpha = M.selected_tokens(res.softmax[-1])
+    if not tr.finite[s]:
+        res.status = "nonfinite"
+        res.message = f"training went non-finite at iteration {int(tr.nonfinite_iteration[s])}"
+    res.svms = {"ntp_svm": p.svm, "ntp_fin": p.fin}
+    curves = trajectory_curves(res.W, p.svm, p.fin, p.basis)
+    curves["scc_mass"] = scc_mass(res.softmax, p.data, p.graphs)
+    curves.update(softmax_mass=M.softmax_mass(res.softmax), loss=res.loss, wnorm=res.wnorm)
+    res.curves.update(curves)
+    sc = res.scalars
+    sc.update(graph_scalars(p.graphs, p.cons))
+    for key in ("corr_ntp_svm", "corr_ntp_pred", "fin_dist", "fin_dist_rel", "scc_mass"):
+        sc[key] = float(curves[key][-1])
+    for key, r in res.svms.items():
+        sc[f"objective_{key}"] = r.objective if r.solved else np.nan
+        sc[f"feasible_{key}"] = 1.0 if r.solved else (0.0 if r.status == "infeasible" else np.nan)
+    sc["loss"], sc["wnorm"] = float(res.loss[-1]), float(res.wnorm[-1])
+    sc["softmax_mass"] = float(curves["softmax_mass"][-1])
+    res.timings["metrics"] = time.perf_counter() - t0
