@@ -198,6 +198,10 @@ COORDS: dict[str, tuple[str, str | None, str]] = {
     "iterations": ("iterations", None, "GD iterations"),
     "dtype": ("dtype", None, "floating point type of training"),
     "task": ("task", None, "train (GD) or regpath (regularization path)"),
+    "patch": ("patch side", None, "digits / photos: side of the square patches (tokens)"),
+    "positional": ("positional encoding", None, "digits / photos: one-hot position appended"),
+    "digit_pos": ("digit of label +1", None, "digits: the digit class labelled +1"),
+    "digit_neg": ("digit of label -1", None, "digits: the digit class labelled -1"),
 }
 
 _FLAGS = {
