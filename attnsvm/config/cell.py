@@ -231,7 +231,7 @@ _REAL_FIELDS = ("patch", "positional", *_DIGIT_FIELDS)
 
 def _derive_real_sizes(c: Cell) -> None:
     """Set d and T of a real-token cell from its patch and positional fields (docs/science.md
-    §1, "Real tokens"); a bad patch is left for the validation to name."""
+    §8); a bad patch is left for the validation to name."""
     if c.generator not in REAL_GENERATORS:
         return
     from attnsvm.gd.real_tokens import PATCHES, token_count, token_dim
@@ -363,7 +363,7 @@ def cross_field_problem(c: Any) -> str | None:
 
 
 def _real_problem(c: Any) -> str | None:
-    """The first rule of the real-token generators (docs/science.md §1) that ``c`` breaks."""
+    """The first rule of the real-token generators (docs/science.md §8) that ``c`` breaks."""
     if c.patch not in (2, 4):
         return f"patch must be 2 or 4 (a patch side dividing 8), got {c.patch!r}"
     if c.generator == "digits" and c.digit_pos == c.digit_neg:

@@ -1,4 +1,4 @@
-"""Real tokens: image patches of scikit-learn's bundled data (docs/science.md §1, "Real tokens").
+"""Real tokens: image patches of scikit-learn's bundled data (docs/science.md §8).
 
 Two generators build datasets from data that ships inside scikit-learn (nothing is downloaded
 at run time):
@@ -53,7 +53,7 @@ def channels(generator: str) -> int:
 
 
 def token_count(patch: int) -> int:
-    """``T = (8 / patch)^2``: tokens of one image (docs/science.md §1, "Real tokens")."""
+    """``T = (8 / patch)^2``: tokens of one image (docs/science.md §8)."""
     return (IMAGE_SIDE // patch) ** 2
 
 
@@ -118,7 +118,7 @@ def patches(images: np.ndarray, patch: int) -> np.ndarray:
 
 
 def tokens(images: np.ndarray, patch: int, positional: bool, centre: float) -> np.ndarray:
-    """Unit-norm tokens of images (docs/science.md §1, "Real tokens"): patches minus
+    """Unit-norm tokens of images (docs/science.md §8): patches minus
     ``centre``, scaled to unit norm, with the one-hot position appended when ``positional``
     (then divided by sqrt(2)). A patch equal to ``centre`` everywhere stays zero."""
     raw = patches(images, patch) - centre
