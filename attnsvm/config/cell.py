@@ -21,7 +21,10 @@ GENERATORS = (
     "orthonormal",
     "toy2d",
     *("ntp_acyclic", "ntp_cyclic", "ntp_text"),
+    *("digits", "photos"),
 )
+#: generators of real tokens (attnsvm.gd.real_tokens): d and T follow from patch and positional
+REAL_GENERATORS = ("digits", "photos")
 HEADS = ("linear", "relu", "lambda")
 PARAMS = ("W", "KQ")
 ATTENTIONS = ("cross", "self", "sequence", "causal")
@@ -96,9 +99,14 @@ class Cell:
     radius_min: float = 0.1
     radius_max: float = 100.0
     K: int = 6
+    patch: int = 2
+    positional: bool = False
+    digit_pos: int = 3
+    digit_neg: int = 8
     seed: int = 0
 
     def __post_init__(self) -> None:
+        _derive_real_sizes(self)
         validate_cell(self)
         # Fields a cell does not use are normalized, so that they do not change its identity:
         # m only matters for KQ, lam only for the lambda head (changing them reruns only the
@@ -112,6 +120,11 @@ class Cell:
                 object.__setattr__(self, name, _REGPATH_DEFAULTS[name])
         if self.task != "ntp" and self.K != _DEFAULTS["K"]:  # the vocabulary: NTP only
             object.__setattr__(self, "K", _DEFAULTS["K"])
+        unused = () if self.generator == "digits" else _DIGIT_FIELDS
+        if self.generator not in REAL_GENERATORS:
+            unused = _REAL_FIELDS
+        for name in unused:  # the real-token fields only matter for their generators
+            object.__setattr__(self, name, _DEFAULTS[name])
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -126,9 +139,10 @@ class Cell:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields, JSON-serializable.
 
-        ``task`` and the radii are left out for ``task="train"`` (their defaults), and ``K``
-        for every task but ``ntp``, so cells written before these fields existed keep their
-        description, digest and blocks.
+        ``task`` and the radii are left out for ``task="train"`` (their defaults), ``K``
+        for every task but ``ntp``, and the real-token fields for the other generators,
+        so cells written before these fields existed keep their description, digest
+        and blocks.
         """
         out = {name: getattr(self, name) for name in _FIELD_NAMES}  # asdict: 10x slower
         if self.task == "train":
@@ -136,19 +150,26 @@ class Cell:
                 out.pop(name)
         if self.task != "ntp":
             out.pop("K")
+        if self.generator not in REAL_GENERATORS:
+            for name in _REAL_FIELDS:
+                out.pop(name)
+        elif self.generator != "digits":
+            for name in _DIGIT_FIELDS:
+                out.pop(name)
         return out
 
     @classmethod
     def trusted(cls, values: dict[str, Any]) -> Cell:
         """A cell from the fields of a cell validated before (``to_dict`` of a planned cell),
         neither validated nor normalized again: the worker's way (fields left out keep their
-        defaults; an unknown key is still refused)."""
+        defaults, but d and T of real tokens are derived; an unknown key is still refused)."""
         unknown = values.keys() - _DEFAULTS.keys()
         if unknown:
             raise CellError(_unknown_key_message(sorted(unknown)[0], set(_DEFAULTS)))
         cell = object.__new__(cls)
         cell.__dict__.update(_DEFAULTS)
         cell.__dict__.update(values)
+        _derive_real_sizes(cell)  # config values of a checked experiment leave d and T out
         return cell
 
     @classmethod
@@ -178,9 +199,9 @@ class Cell:
 
 FIELD_DOCS: dict[str, str] = {
     "generator": "data generator (docs/science.md 1); relu draws V, orthonormal needs d >= T, "
-    "toy2d needs n=2, T=3, d=2",
-    "d": "token dimension",
-    "T": "tokens per example (>= 2)",
+    "toy2d needs n=2, T=3, d=2; digits / photos: patches of real images as tokens",
+    "d": "token dimension (digits / photos: derived from patch and positional)",
+    "T": "tokens per example (>= 2; digits / photos: derived, (8 / patch)^2)",
     "n": "examples",
     "head": "fixed prediction head (docs/science.md 2); relu needs generator relu",
     "lam": "lambda of the lambda head (>= 0)",
@@ -206,6 +227,10 @@ FIELD_DOCS: dict[str, str] = {
     "radius_min": "regpath only: smallest radius (> 0)",
     "radius_max": "regpath only: largest radius (> radius_min)",
     "K": "ntp only: vocabulary size (>= 2; docs/science.md 8)",
+    "patch": "digits / photos only: side of the square patches (tokens) of an 8x8 image, 2 or 4",
+    "positional": "digits / photos only: append a one-hot patch position to each token",
+    "digit_pos": "digits only: the digit of label +1 (0..9)",
+    "digit_neg": "digits only: the digit of label -1 (0..9, not digit_pos)",
     "seed": "random seed of data and initialization (>= 0)",
 }
 """One line per :class:`Cell` field (config/README.md has the same table): CLI help text."""
@@ -214,6 +239,20 @@ _REGPATH_FIELDS = ("radius_min", "radius_max")
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Cell))  # scalars only: a shallow dict
 _REGPATH_DEFAULTS = {"radius_min": 0.1, "radius_max": 100.0}
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Cell)}
+_DIGIT_FIELDS = ("digit_pos", "digit_neg")
+_REAL_FIELDS = ("patch", "positional", *_DIGIT_FIELDS)
+
+
+def _derive_real_sizes(c: Cell) -> None:
+    """Set d and T of a real-token cell from its patch and positional fields (docs/science.md
+    §9); a bad patch is left for the validation to name."""
+    if c.generator not in REAL_GENERATORS:
+        return
+    from attnsvm.gd.real_tokens import PATCHES, token_count, token_dim
+
+    if c.patch in PATCHES and isinstance(c.positional, bool):
+        object.__setattr__(c, "T", token_count(c.patch))
+        object.__setattr__(c, "d", token_dim(c.generator, c.patch, c.positional))
 
 
 def checkpoint_iterations(iterations: int, count: int, spacing: str = "log") -> list[int]:
@@ -275,6 +314,9 @@ FIELD_RULES: dict[str, FieldRule] = {
         for name in ("corr_threshold", "saturation_tol", "relevant_tol", "rank_tol", "support_tol")
     },
     "train": FieldRule("bool", {}, "true or false"),
+    "positional": FieldRule("bool", {}, "true or false"),
+    "patch": FieldRule("int", {"ge": 2, "le": 4}, "2 or 4 (a patch side dividing 8)"),
+    **{k: FieldRule("int", {"ge": 0, "le": 9}, "a digit 0..9") for k in _DIGIT_FIELDS},
     "radius_min": _POSITIVE,
     "radius_max": _POSITIVE,
     "K": FieldRule("int", {"ge": 2, "le": MAX_SIZE}, "an integer >= 2", f"at most {MAX_SIZE}"),
@@ -320,6 +362,10 @@ def cross_field_problem(c: Any) -> str | None:
         return f"generator 'toy2d' needs n=2, T=3, d=2, got n={c.n}, T={c.T}, d={c.d}"
     if c.generator == "orthonormal" and c.d < c.T:
         return f"generator 'orthonormal' needs d >= T, got d={c.d}, T={c.T}"
+    if c.generator in REAL_GENERATORS:
+        problem = _real_problem(c)
+        if problem:
+            return problem
     if c.radius_max <= c.radius_min:
         return f"radius_max must exceed radius_min, got {c.radius_min!r} and {c.radius_max!r}"
     if c.task == "regpath" and not (c.train and c.head == "linear"):
@@ -354,6 +400,25 @@ def _ntp_problem(c: Any) -> str | None:
         )
     if not c.train:
         return "task 'ntp' needs train: true"
+    return None
+
+
+def _real_problem(c: Any) -> str | None:
+    """The first rule of the real-token generators (docs/science.md §9) that ``c`` breaks."""
+    if c.patch not in (2, 4):
+        return f"patch must be 2 or 4 (a patch side dividing 8), got {c.patch!r}"
+    if c.generator == "digits" and c.digit_pos == c.digit_neg:
+        return f"digit_pos and digit_neg must differ, got {c.digit_pos} and {c.digit_neg}"
+    if c.n < 2:
+        return f"generator {c.generator!r} needs n >= 2 (both labels), got n={c.n}"
+    from attnsvm.gd.real_tokens import pool_size
+
+    pos, neg = pool_size(c.generator, c.digit_pos, c.digit_neg)
+    if (c.n + 1) // 2 > pos or c.n // 2 > neg:
+        return (
+            f"generator {c.generator!r} has {pos} examples of label +1 and {neg} of label -1: "
+            f"n must be at most {2 * min(pos, neg) + (pos > neg)}, got n={c.n}"
+        )
     return None
 
 

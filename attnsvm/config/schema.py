@@ -43,6 +43,7 @@ from attnsvm.config.cell import (
     CHOICES,
     FIELD_RULES,
     MAX_SEED,
+    REAL_GENERATORS,
     Cell,
     cross_field_problem,
     field_message,
@@ -239,6 +240,14 @@ class ExperimentModel(BaseModel):
         axes = self.grid.model_fields_set if self.grid is not None else set()
         for key in [k for k in _CELL_KEYS if k in axes and k in fixed][:1]:
             raise _Problem(f"'{key}' is both fixed and a grid axis")
+        gens = [self.fixed.generator] if "generator" in fixed else []
+        gens += self.grid.generator if "generator" in axes else []
+        real = [g for g in gens if g in REAL_GENERATORS]
+        for key in [k for k in ("d", "T") if real and (k in fixed or k in axes)][:1]:
+            raise _Problem(
+                f"'{key}' is set, but generator '{real[0]}' derives d and T from 'patch' and "
+                "'positional' (T = (8 / patch)^2, d = pixels of a patch (+ T)); remove it"
+            )
         return self
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnsvm.config.cell import Cell
+from attnsvm.config.cell import REAL_GENERATORS, Cell
 
 _DATA_STREAM = 0
 _INIT_STREAM = 1
@@ -53,12 +53,19 @@ def _unit_rows(a: np.ndarray) -> np.ndarray:
 
 
 def make_dataset(cell: Cell) -> Dataset:
-    """Draw the dataset of a cell (docs/science.md §1: gaussian, relu, orthonormal, toy2d)."""
+    """Draw the dataset of a cell (docs/science.md §1: gaussian, relu, orthonormal, toy2d, and
+    the real tokens digits and photos of :mod:`attnsvm.gd.real_tokens`)."""
     rng = _rng(cell.seed, _DATA_STREAM)
     n, T, d = cell.n, cell.T, cell.d
     V = None
     if cell.generator == "toy2d":
         X, Y, Z, v = _toy2d()
+    elif cell.generator in REAL_GENERATORS:
+        from attnsvm.gd.real_tokens import real_dataset
+
+        X, Y, Z, v = real_dataset(
+            cell.generator, n, cell.patch, cell.positional, rng, cell.digit_pos, cell.digit_neg
+        )
     else:
         v = _unit_rows(rng.standard_normal(d))
         Y = np.where(rng.standard_normal(n) > 0, 1.0, -1.0)

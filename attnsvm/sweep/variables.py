@@ -229,6 +229,10 @@ COORDS: dict[str, tuple[str, str | None, str]] = {
     "dtype": ("dtype", None, "floating point type of training"),
     "task": ("task", None, "train (GD), regpath (regularization path) or ntp (section 8)"),
     "K": ("vocabulary size K", None, "tokens of the NTP vocabulary (docs/science.md section 8)"),
+    "patch": ("patch side", None, "digits / photos: side of the square patches (tokens)"),
+    "positional": ("positional encoding", None, "digits / photos: one-hot position appended"),
+    "digit_pos": ("digit of label +1", None, "digits: the digit class labelled +1"),
+    "digit_neg": ("digit of label -1", None, "digits: the digit class labelled -1"),
 }
 
 _FLAGS = {
