@@ -85,3 +85,50 @@ def test_head_inits_keep_head_one_and_draw_distinct_heads():
     assert not np.allclose(ini["K"][1], ini["K"][2])
     again = head_inits(make_init(c), c.seed, 3, c.init)
     assert np.array_equal(ini["Q"], again["Q"])
+
+
+def test_heads_field_keeps_single_head_digests_and_names_bad_values():
+    from attnsvm.config.cell import CellError
+
+    assert "heads" not in Cell().to_dict()
+    assert Cell(heads=1).digest() == Cell().digest()
+    assert Cell(heads=2).digest() != Cell().digest()
+    with pytest.raises(CellError, match="heads must be a positive integer"):
+        Cell(heads=0)
+    with pytest.raises(CellError, match="heads > 1 needs task 'train', head 'linear'"):
+        Cell(heads=2, generator="relu", head="relu")
+    with pytest.raises(CellError, match="heads > 1 needs attention"):
+        Cell(heads=2, attention="causal")
+
+
+def test_stacked_corr_and_agreement():
+    from attnsvm.sweep.multihead import agreement, stacked_corr
+
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((2, 3, 3)), rng.standard_normal((2, 3, 3))
+    assert stacked_corr(np.stack([A, 2 * A]), [A[0], A[1]])[0] == pytest.approx(1.0)
+    assert stacked_corr(np.stack([A, 2 * A]), [A[0], A[1]])[1] == pytest.approx(1.0)
+    assert np.isnan(stacked_corr(A[None], [A[0], None])).all()
+    # heads of unequal norms: each head is aligned, the stack is not (equal margins)
+    unequal = np.stack([A[0], 3 * A[1]])[None]
+    assert stacked_corr(unequal, [A[0], A[1]])[0] < 1 - 1e-3 or np.allclose(A[0], 0)
+    assert stacked_corr(B[None], [B[0], B[1]])[0] == pytest.approx(1.0)
+    assert agreement(np.array([[0, 1, 2], [0, 1, 3]])) == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("param", ["W", "KQ"])
+def test_each_head_converges_to_the_svm_of_its_own_selection(param):
+    """docs/science.md §12: every head's W_h aligns with the Att-SVM (Frobenius for W, nuclear
+    for KQ) of its own final selection, and the stacked heads with the stacked SVM."""
+    from attnsvm.sweep.compute import run_cells
+
+    cells = [Cell(seed=s, heads=2, param=param, **E2) for s in range(2)]
+    for res in run_cells(cells, device="cpu"):
+        assert res.status == "ok", res.message
+        assert np.all(res.heads["head_corr"] > 0.98), res.heads["head_corr"]
+        assert res.scalars["corr_matching"] > 0.98
+        assert res.convergence in ("global", "local")
+        ds = res.to_xarray()
+        assert ds["head_corr"].dims == ("attention_head",)
+        assert ds["head_alpha"].shape == (2, E2["n"])
+        assert ds["head_corr"].attrs["units"] == "1"
