@@ -41,6 +41,7 @@ SPACINGS = ("log", "linear")
 MAX_SIZE = 100_000  # d, n and T each
 MAX_ITERATIONS = 100_000_000
 MAX_CHECKPOINTS = 10_000
+MAX_HEADS = 1_000
 #: checkpoint_count may exceed iterations up to this (the default; duplicates are dropped)
 FREE_CHECKPOINTS = 30
 #: seeds are stored as int64 coordinates: the largest seed the store (and so a cell) accepts
@@ -103,6 +104,7 @@ class Cell:
     positional: bool = False
     digit_pos: int = 3
     digit_neg: int = 8
+    heads: int = 1
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -156,6 +158,8 @@ class Cell:
         elif self.generator != "digits":
             for name in _DIGIT_FIELDS:
                 out.pop(name)
+        if self.heads == 1:  # single head: the cells from before multi-head attention
+            out.pop("heads")
         return out
 
     @classmethod
@@ -231,6 +235,7 @@ FIELD_DOCS: dict[str, str] = {
     "positional": "digits / photos only: append a one-hot patch position to each token",
     "digit_pos": "digits only: the digit of label +1 (0..9)",
     "digit_neg": "digits only: the digit of label -1 (0..9, not digit_pos)",
+    "heads": "attention heads H summed through the linear head (docs/science.md 12)",
     "seed": "random seed of data and initialization (>= 0)",
 }
 """One line per :class:`Cell` field (config/README.md has the same table): CLI help text."""
@@ -320,6 +325,9 @@ FIELD_RULES: dict[str, FieldRule] = {
     "radius_min": _POSITIVE,
     "radius_max": _POSITIVE,
     "K": FieldRule("int", {"ge": 2, "le": MAX_SIZE}, "an integer >= 2", f"at most {MAX_SIZE}"),
+    "heads": FieldRule(
+        "int", {"ge": 1, "le": MAX_HEADS}, "a positive integer", f"at most {MAX_HEADS}"
+    ),
     "seed": FieldRule(
         "int",
         {"ge": 0, "le": MAX_SEED},
@@ -374,6 +382,10 @@ def cross_field_problem(c: Any) -> str | None:
         return problem
     if c.attention in ("sequence", "causal") and c.head != "linear":
         return f"attention {c.attention!r} needs head 'linear', got {c.head!r}"
+    if c.heads > 1 and (c.task, c.head, c.train) != ("train", "linear", True):
+        return "heads > 1 needs task 'train', head 'linear' and train: true (docs/science.md 12)"
+    if c.heads > 1 and c.attention not in ("cross", "self"):
+        return f"heads > 1 needs attention 'cross' or 'self', got {c.attention!r}"
     if c.head == "relu" and c.generator != "relu":
         return f"head 'relu' needs generator 'relu' (it draws V), got {c.generator!r}"
     return None
@@ -456,7 +468,7 @@ def predicted_bytes(c: Cell, batch: int = 1) -> int:
     d, n, T = c.d, c.n, c.T
     floats = 4 * n * T * d * batch  # data, labels, scores, softmax of the current step
     if c.train:
-        params = d * d if c.param == "W" else 2 * d * c.inner_dim + d * d
+        params = (d * d if c.param == "W" else 2 * d * c.inner_dim + d * d) * c.heads
         n_ckpt = min(c.checkpoint_count, c.iterations) + 1
         if c.task == "regpath":
             n_ckpt = c.checkpoint_count + 1
@@ -510,7 +522,8 @@ def predicted_seconds(c: Cell, batch: int = 1) -> float:
     steps = train_steps(c)
     inner = c.d if c.param == "W" else c.inner_dim
     step = PATH_STEP_SECONDS if c.task == "regpath" else STEP_SECONDS
-    train = steps * (step / max(batch, 1) + FLOP_SECONDS * c.n * c.T * c.d * inner)
+    flops = c.n * c.T * c.d * inner * c.heads
+    train = steps * (step / max(batch, 1) + FLOP_SECONDS * flops)
     solve = SOLVE_SECONDS + LOWRANK_SECONDS * solves_low_rank(c)
     return train + CELL_SECONDS + solve * svm_size(c)
 

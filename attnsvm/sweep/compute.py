@@ -68,6 +68,7 @@ class CellResult:
     timings: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
     mask: np.ndarray | None = None  # (n, T) attention mask of causal attention, else None
+    heads: dict[str, np.ndarray] = field(default_factory=dict)  # heads > 1: per-head values
 
     def __repr__(self) -> str:
         c, sc = self.cell, self.scalars
@@ -186,6 +187,10 @@ def _run_group(
         from attnsvm.ntp.run import run_ntp_group
 
         return run_ntp_group(cells, device)
+    if c0.heads > 1:  # multi-head attention (docs/science.md §12): its own pipeline
+        from attnsvm.sweep.multihead import run_multihead_group
+
+        return run_multihead_group(cells, device, cache)
     t_data = time.perf_counter()
     datasets = [make_dataset(c) for c in cells]
     masks: list[np.ndarray | None] = [None] * len(cells)

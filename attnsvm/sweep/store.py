@@ -92,6 +92,8 @@ def results_to_dataset(results: Sequence[CellResult], attrs: dict[str, Any]) -> 
     if any(r.gen is not None for r in results):
         _put_gen(V.put, results, n, T, d)
     _put_metrics(V.put, results)
+    if any(r.heads for r in results):
+        _put_heads(V.put, results)
     coords = {
         "seed": ("cell", np.array([r.cell.seed for r in results], np.int64)),
         "iteration": ("checkpoint", np.asarray(r0.iterations, np.int64)),
@@ -204,6 +206,21 @@ def _put_metrics(put, results: Sequence[CellResult]) -> None:
         )
     for key in _union([r.timings for r in results]):
         put(f"seconds_{key}", ("cell",), np.array([r.timings.get(key, np.nan) for r in results]))
+
+
+def _put_heads(put, results: Sequence[CellResult]) -> None:
+    """Per-head values of multi-head cells (docs/science.md §12), dims ``(cell, head, ...)``;
+    a cell without them (one head) gets its fill value."""
+    from attnsvm.sweep.multihead import HEAD_DIMS
+
+    for key in _union([r.heads for r in results]):
+        arrays = [np.asarray(r.heads[key]) for r in results if key in r.heads]
+        blank = np.full(
+            (0, *arrays[0].shape[1:]), fill_value(key, arrays[0].dtype), arrays[0].dtype
+        )
+        values = [np.asarray(r.heads.get(key, blank)) for r in results]
+        dtype = np.int16 if key == "head_alpha" else float
+        put(key, ("cell", *HEAD_DIMS[key]), stack_padded(key, values).astype(dtype))
 
 
 def _put_gen(put, results: Sequence[CellResult], n: int, T: int, d: int) -> None:

@@ -160,6 +160,28 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
     "ntp_eq_rows": ("equality rows", "1", "NTP-SVM rows inside an SCC (== 0)"),
     "ntp_ineq_rows": ("margin rows", "1", "NTP-SVM rows between SCCs (>= 1)"),
     "ntp_acyclic": ("acyclic graphs", None, "1 if every priority graph is acyclic"),
+    # multi-head attention (section 12)
+    "head_alpha": ("selected tokens of head h", None, "argmax_t s_iht at the last checkpoint"),
+    "head_alpha_is_opt": ("head h selects opt", None, "1 if head h selects opt everywhere"),
+    "head_locally_optimal": ("head h locally optimal", None, "1 if alpha_h is locally optimal"),
+    "head_corr": (
+        "final corr of head h with its SVM",
+        "1",
+        "corr(W_h, SVM(alpha_h)): Frobenius Att-SVM for W runs, nuclear for KQ (section 12)",
+    ),
+    "head_curve_corr": ("corr of head h with its SVM vs checkpoint", "1", "head_corr vs k"),
+    "head_wnorm": ("final norm of head h", None, "||W_h||_F at the last checkpoint"),
+    "head_svm_objective": ("objective of head h's SVM", None, "norm of SVM(alpha_h)"),
+    "head_W": ("final W_h", None, "W_h (K_h Q_h^T for KQ) at the last checkpoint"),
+    "head_svm_W": ("SVM of head h", None, "SVM(alpha_h) of head h's own selection; NaN unsolved"),
+    "head_corr_min": ("smallest head corr", "1", "min over heads of head_corr (section 12)"),
+    "head_corr_mean": ("mean head corr", "1", "mean over heads of head_corr (section 12)"),
+    "head_agreement": (
+        "head agreement",
+        "1",
+        "share of examples on which every head selects the same token (section 12)",
+    ),
+    "head_global_share": ("heads selecting opt", "1", "share of heads with alpha_h = opt"),
     "curve_radius": ("radius R", None, "radius of the regularization path at this checkpoint"),
     "curve_gd_margin": (
         "GD margin",
@@ -233,6 +255,8 @@ COORDS: dict[str, tuple[str, str | None, str]] = {
     "positional": ("positional encoding", None, "digits / photos: one-hot position appended"),
     "digit_pos": ("digit of label +1", None, "digits: the digit class labelled +1"),
     "digit_neg": ("digit of label -1", None, "digits: the digit class labelled -1"),
+    "heads": ("attention heads H", None, "heads summed through v (docs/science.md section 12)"),
+    "attention_head": ("attention head h", None, "head h of a multi-head cell (section 12)"),
 }
 
 _FLAGS = {

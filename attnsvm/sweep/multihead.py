@@ -1,0 +1,172 @@
+"""One shape group of multi-head cells (``heads > 1``) end to end (docs/science.md §12): data,
+per-head initializations, batched stacked-GD training, each head's Att-SVM of its own selection,
+the stacked SVM and the convergence type of the combined model, as the sweep's CellResults.
+
+Cells with ``heads = 1`` are the single-head cells of :mod:`attnsvm.sweep.compute` (same
+digest, same values) and never come here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+
+import numpy as np
+
+from attnsvm.config.cell import Cell
+from attnsvm.gd.data import Dataset, make_dataset, make_init, optimal_tokens, token_scores
+from attnsvm.svm import is_locally_optimal, solve_frobenius, solve_nuclear
+from attnsvm.svm.constraints import att_svm_constraints
+from attnsvm.sweep import metrics as M
+
+log = logging.getLogger(__name__)
+
+#: per-head variables of a multi-head cell and their dimensions after ``cell``
+HEAD_DIMS: dict[str, tuple[str, ...]] = {
+    "head_alpha": ("attention_head", "example"),
+    "head_alpha_is_opt": ("attention_head",),
+    "head_locally_optimal": ("attention_head",),
+    "head_corr": ("attention_head",),
+    "head_wnorm": ("attention_head",),
+    "head_svm_objective": ("attention_head",),
+    "head_W": ("attention_head", "row", "col"),
+    "head_svm_W": ("attention_head", "row", "col"),
+    "head_curve_corr": ("attention_head", "checkpoint"),
+}
+
+
+def stacked_corr(Wk: np.ndarray, svms: list[np.ndarray | None]) -> np.ndarray:
+    """corr of the stacked heads ``(W_1(k), ..., W_H(k))`` with the stacked SVM
+    ``(W_mm(alpha_1), ..., W_mm(alpha_H))`` per checkpoint (docs/science.md §12); NaN if a
+    head's SVM is not solved. ``Wk`` (C, H, d, d)."""
+    if any(s is None for s in svms):
+        return np.full(len(Wk), np.nan)
+    S = np.stack(svms)  # (H, d, d)
+    num = np.einsum("chij,hij->c", Wk, S)
+    den = np.linalg.norm(Wk.reshape(len(Wk), -1), axis=1) * np.linalg.norm(S)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / den
+
+
+def agreement(alphas: np.ndarray) -> float:
+    """Share of examples on which every head selects the same token (``alphas`` (H, n))."""
+    return float((alphas == alphas[:1]).all(axis=0).mean())
+
+
+def run_multihead_group(cells: list[Cell], device: str = "auto", cache=None) -> list:
+    """CellResults of a shape group of ``heads > 1`` cells (docs/science.md §12); a failed
+    training fails the group's cells, a failure in one cell's metrics that cell only."""
+    from attnsvm.sweep.compute import CellResult, SolveCache
+
+    cache = SolveCache() if cache is None else cache
+    c0 = cells[0]
+    datasets = [make_dataset(c) for c in cells]
+    tr, error = None, ""
+    try:
+        tr = _train(cells, datasets, device)
+    except Exception:  # recorded per cell, never swallowed
+        error = traceback.format_exc(limit=3)
+    C, (n, T, d) = len(c0.checkpoints()), (c0.n, c0.T, c0.d)
+    results = []
+    for s, (cell, ds) in enumerate(zip(cells, datasets, strict=True)):
+        opt = optimal_tokens(ds)
+        res = CellResult(
+            cell=cell, status="ok", message="", data=ds,
+            iterations=np.asarray(cell.checkpoints(), np.int64),
+            W=np.full((C, d, d), np.nan), softmax=np.full((C, n, T), np.nan),
+            loss=np.full(C, np.nan), wnorm=np.full(C, np.nan), alpha=opt.copy(), opt=opt,
+        )  # fmt: skip
+        if tr is None:
+            res.status, res.message = "failed", f"training failed: {error}"
+        else:
+            try:
+                _measure(res, tr, s, cache)
+            except Exception:
+                res.status = "failed"
+                res.message = (res.message + "\n" + traceback.format_exc(limit=5)).strip()
+        results.append(res)
+    return results
+
+
+def _train(cells: list[Cell], datasets: list[Dataset], device: str):
+    from attnsvm.gd.multihead import head_inits, train_multihead
+
+    c0 = cells[0]
+    inits = [head_inits(make_init(c), c.seed, c.heads, c.init) for c in cells]
+    t0 = time.perf_counter()
+    tr = train_multihead(
+        *(np.stack([getattr(ds, k) for ds in datasets]) for k in ("X", "Y", "Z", "v")),
+        {k: np.stack([ini[k] for ini in inits]) for k in inits[0]},
+        param=c0.param, optimizer=c0.optimizer, lr=c0.lr, iterations=c0.iterations,
+        checkpoints=c0.checkpoints(), dtype=c0.dtype, device=device,
+    )  # fmt: skip
+    log.info("multihead train: %d seed(s) x %d step(s), H=%d, in %.3f s", len(cells),
+             c0.iterations, c0.heads, time.perf_counter() - t0)  # fmt: skip
+    return tr
+
+
+def _per_head(res, Wk: np.ndarray, sk: np.ndarray, cache) -> dict[str, np.ndarray]:
+    """Each head's selection, its matching Att-SVM (Frobenius for W, nuclear for KQ) and
+    corr(W_h(k), SVM(alpha_h)), and whether alpha_h is opt / locally optimal."""
+    cell, ds = res.cell, res.data
+    solve = solve_frobenius if cell.param == "W" else solve_nuclear
+    gamma = token_scores(ds)
+    H, (C, d) = Wk.shape[1], (len(Wk), cell.d)
+    out = {k: [] for k in HEAD_DIMS}
+    for h in range(H):
+        alpha = M.selected_tokens(sk[-1, h])
+        cons = att_svm_constraints(ds.X, ds.Z, alpha)
+        svm = cache.solve(solve, cons)
+        curve = M.corr_batch(Wk[:, h], svm.W[None]) if svm.solved else np.full(C, np.nan)
+        local = svm.solved and is_locally_optimal(cons, svm.W, gamma, alpha, cell.support_tol)
+        out["head_alpha"].append(alpha)
+        out["head_alpha_is_opt"].append(float(np.array_equal(alpha, res.opt)))
+        out["head_locally_optimal"].append(float(local))
+        out["head_corr"].append(curve[-1])
+        out["head_wnorm"].append(np.linalg.norm(Wk[-1, h]))
+        out["head_svm_objective"].append(svm.objective if svm.solved else np.nan)
+        out["head_W"].append(Wk[-1, h])
+        out["head_svm_W"].append(svm.W if svm.solved else np.full((d, d), np.nan))
+        out["head_curve_corr"].append(curve)
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def _measure(res, tr, s: int, cache) -> None:
+    """Trajectory, per-head SVMs and the combined model's metrics of seed ``s``."""
+    cell, sc = res.cell, res.scalars
+    t0 = time.perf_counter()
+    Wk, sk = tr.W[s], tr.softmax[s]  # (C, H, d, d), (C, H, n, T)
+    H = Wk.shape[1]
+    res.W, res.softmax = Wk.sum(1) / H, sk.sum(1) / H  # mean head; the output's token weights
+    res.loss, res.wnorm, res.device = tr.loss[s], tr.wnorm[s], tr.device
+    res.alpha = M.selected_tokens(res.softmax[-1])
+    res.timings["train"] = tr.seconds / tr.W.shape[0]
+    if not tr.finite[s]:
+        res.status = "nonfinite"
+        res.message = f"training went non-finite at iteration {int(tr.nonfinite_iteration[s])}"
+    heads = res.heads = _per_head(res, Wk, sk, cache)
+    res.timings["solve"] = time.perf_counter() - t0
+    solved = [w if np.isfinite(w).all() else None for w in heads["head_svm_W"]]
+    res.curves["corr_matching"] = stacked_corr(Wk, solved)
+    res.curves["softmax_mass"] = np.stack([M.softmax_mass(sk[:, h]) for h in range(H)]).mean(0)
+    res.curves.update(loss=res.loss, wnorm=res.wnorm)
+    all_opt = bool(heads["head_alpha_is_opt"].all())
+    all_local = bool(heads["head_locally_optimal"].all())
+    saturated = all(M.is_saturated(sk[-1, h], cell.saturation_tol) for h in range(H))
+    sc.update(alpha_is_opt=float(all_opt), locally_optimal=float(all_local))
+    sc["saturated"] = float(saturated)
+    sc["corr_matching"] = float(res.curves["corr_matching"][-1])
+    sc["corr_converged"] = float(M.corr_converged(sc["corr_matching"], cell.corr_threshold))
+    sc["softmax_mass"] = float(res.curves["softmax_mass"][-1])
+    sc["loss"], sc["wnorm"] = float(res.loss[-1]), float(res.wnorm[-1])
+    sc["head_corr_min"] = float(np.min(heads["head_corr"]))
+    sc["head_corr_mean"] = float(np.mean(heads["head_corr"]))
+    sc["head_agreement"] = agreement(heads["head_alpha"])
+    sc["head_global_share"] = float(heads["head_alpha_is_opt"].mean())
+    res.convergence = M.selection_type(alpha_is_opt=all_opt, locally_optimal=all_local)
+    res.convergence_strict = M.convergence_type(
+        saturated=saturated, alpha_is_opt=all_opt, locally_optimal=all_local,
+        correlation=sc["corr_matching"], threshold=cell.corr_threshold,
+    )  # fmt: skip
+    res.timings["metrics"] = time.perf_counter() - t0 - res.timings["solve"]
