@@ -27,7 +27,7 @@ PARAMS = ("W", "KQ")
 ATTENTIONS = ("cross", "self", "sequence", "causal")
 TASKS = ("train", "regpath", "ntp")
 INITS = ("uniform", "zero")
-OPTIMIZERS = ("normalized", "plain")
+OPTIMIZERS = ("normalized", "plain", "sign", "adam", "spectral", "mirror1p5", "mirror3")
 DTYPES = ("float64", "float32")
 SPACINGS = ("log", "linear")
 
@@ -189,7 +189,8 @@ FIELD_DOCS: dict[str, str] = {
     "attention": "self: the query is the first token; sequence / causal: every token is a "
     "query over all tokens / the tokens up to it (docs/science.md 1, 4)",
     "init": "U(-1/sqrt(d), 1/sqrt(d)), or W = 0 / (K = 0.1 N(0,1), Q = 0) (docs/science.md 3)",
-    "optimizer": "normalized or plain full-batch gradient descent (docs/science.md 3)",
+    "optimizer": "normalized or plain full-batch gradient descent (docs/science.md 3); sign, "
+    "adam, spectral, mirror1p5, mirror3 (docs/science.md 9)",
     "lr": "step size eta (> 0)",
     "iterations": "gradient descent steps",
     "checkpoint_spacing": "checkpoint iterations log-spaced, or every iterations/count",
