@@ -96,6 +96,7 @@ class Cell:
     radius_min: float = 0.1
     radius_max: float = 100.0
     K: int = 6
+    norm_svms: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -136,6 +137,8 @@ class Cell:
                 out.pop(name)
         if self.task != "ntp":
             out.pop("K")
+        if not self.norm_svms:  # issue 15's field: cells without it keep their digests
+            out.pop("norm_svms")
         return out
 
     @classmethod
@@ -207,6 +210,8 @@ FIELD_DOCS: dict[str, str] = {
     "radius_min": "regpath only: smallest radius (> 0)",
     "radius_max": "regpath only: largest radius (> radius_min)",
     "K": "ntp only: vocabulary size (>= 2; docs/science.md 8)",
+    "norm_svms": "also solve the max-entry, spectral and l_p Att-SVMs of alpha and correlate "
+    "GD with them (docs/science.md 9)",
     "seed": "random seed of data and initialization (>= 0)",
 }
 """One line per :class:`Cell` field (config/README.md has the same table): CLI help text."""
@@ -276,6 +281,7 @@ FIELD_RULES: dict[str, FieldRule] = {
         for name in ("corr_threshold", "saturation_tol", "relevant_tol", "rank_tol", "support_tol")
     },
     "train": FieldRule("bool", {}, "true or false"),
+    "norm_svms": FieldRule("bool", {}, "true or false"),
     "radius_min": _POSITIVE,
     "radius_max": _POSITIVE,
     "K": FieldRule("int", {"ge": 2, "le": MAX_SIZE}, "an integer >= 2", f"at most {MAX_SIZE}"),
@@ -355,6 +361,8 @@ def _ntp_problem(c: Any) -> str | None:
         )
     if not c.train:
         return "task 'ntp' needs train: true"
+    if c.norm_svms:
+        return "norm_svms is for task 'train' (docs/science.md 9), not task 'ntp'"
     return None
 
 

@@ -34,21 +34,26 @@ from attnsvm.svm.frobenius import VERIFY_TOL, SVMResult, scale_onto, violation
 
 #: the norms of this module: name -> (p of the entrywise norm, or "spec"), description
 NORMS: dict[str, float | str] = {"max": np.inf, "spec": "spec", "l1p5": 1.5, "l3": 3.0}
+#: the norms :func:`matrix_norm` also knows (the Frobenius and nuclear SVMs' own)
+_ALSO = {"fro": 2.0, "nuc": "nuc"}
 #: relative duality gap an ``optimal`` answer must certify (Clarabel reaches ~1e-9 here)
 GAP_TOL = 1e-6
 CLARABEL_OPTIONS = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, max_iter=500)
 
 
-def _check(norm: str) -> float | str:
-    if norm not in NORMS:
-        raise ValueError(f"norm must be one of {', '.join(NORMS)}, got {norm!r}")
-    return NORMS[norm]
+def _check(norm: str, also: bool = False) -> float | str:
+    known = {**NORMS, **_ALSO} if also else NORMS
+    if norm not in known:
+        raise ValueError(f"norm must be one of {', '.join(known)}, got {norm!r}")
+    return known[norm]
 
 
 def matrix_norm(W: np.ndarray, norm: str) -> float:
-    """``||W||`` in ``norm`` (a name of :data:`NORMS`)."""
-    p = _check(norm)
+    """``||W||`` in ``norm`` (a name of :data:`NORMS`, or fro / nuc)."""
+    p = _check(norm, also=True)
     W = np.asarray(W, dtype=np.float64)
+    if p == "nuc":
+        return float(np.linalg.svd(W, compute_uv=False).sum())
     if p == "spec":
         return float(np.linalg.norm(W, 2))
     return float(np.linalg.norm(W.ravel(), p))
@@ -131,6 +136,32 @@ def solve_norm_svm(cons: Constraints, norm: str) -> SVMResult:
     msg = f"{status}; violation {viol:.2e}, certified gap {gap:.2e}"
     st = "optimal" if ok else "optimal_inaccurate"
     return SVMResult(W, st, obj, solver, time.perf_counter() - t0, msg)
+
+
+def svm_solver(norm: str):
+    """``solve_norm_svm`` for one norm, a named module-level function (the key of
+    :class:`attnsvm.sweep.compute.SolveCache` is the solver's qualified name)."""
+    _check(norm)
+    return _SOLVERS[norm]
+
+
+def _solve_max(cons: Constraints) -> SVMResult:
+    return solve_norm_svm(cons, "max")
+
+
+def _solve_spec(cons: Constraints) -> SVMResult:
+    return solve_norm_svm(cons, "spec")
+
+
+def _solve_l1p5(cons: Constraints) -> SVMResult:
+    return solve_norm_svm(cons, "l1p5")
+
+
+def _solve_l3(cons: Constraints) -> SVMResult:
+    return solve_norm_svm(cons, "l3")
+
+
+_SOLVERS = {"max": _solve_max, "spec": _solve_spec, "l1p5": _solve_l1p5, "l3": _solve_l3}
 
 
 def margin_ratio(cons: Constraints, W: np.ndarray, norm: str, optimum: float) -> float:
