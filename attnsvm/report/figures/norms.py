@@ -68,6 +68,7 @@ def _heatmap(ax, summary, prefix: str, title: str, letter: str) -> None:
             ax.add_patch(_box(NORMS.index(n), i))
     ax.set_xlabel("SVM norm")
     ax.tick_params(labelsize=6)
+    ax.tick_params(axis="y", labelrotation=0)
     style.panel_label(ax, letter, title)
 
 
@@ -77,18 +78,24 @@ def _box(x: int, y: int):
     return Rectangle((x, y), 1, 1, fill=False, edgecolor="red", lw=1.2)
 
 
+def _colors(summary) -> dict[tuple[str, str], tuple]:
+    """One colour per (optimizer, param) row, the same in panels (c) and (d)."""
+    rows = rows_of(summary)
+    return dict(zip(rows, sns.color_palette("tab10", len(rows)), strict=True))
+
+
 def _curves(ax, summary, it) -> None:
-    colors = sns.color_palette("tab10", len(rows_of(summary)))
-    for k, (o, p) in enumerate(rows_of(summary)):
+    colors = _colors(summary)
+    for o, p in rows_of(summary):
         if (n := predicted(o, p)) is None:
             continue
         mean, _, _ = sd.pooled(summary, f"curve_corr_{n}_alpha", optimizer=o, param=p)
-        ax.plot(it, mean, color=colors[k], label=f"{o} ({p}) vs {NORM_LABELS[n]}")
+        ax.plot(it, mean, color=colors[(o, p)], label=f"{o} ({p}) vs {NORM_LABELS[n]}")
     ax.set_xscale("log")
     ax.axhline(1.0, color="0.6", lw=0.5)
     ax.set_xlabel("iteration $k$")
     ax.set_ylabel("mean corr with predicted SVM")
-    style.panel_label(ax, "c", "predicted norm vs iteration")
+    style.panel_label(ax, "c", "vs iteration")
 
 
 def lead(summary: xr.Dataset, keep=()) -> dict[tuple[str, str], np.ndarray]:
@@ -106,12 +113,13 @@ def lead(summary: xr.Dataset, keep=()) -> dict[tuple[str, str], np.ndarray]:
 
 def _versus_d(ax, summary) -> None:
     ds = np.asarray(summary["d"].values, float)
+    colors = _colors(summary)
     for (o, p), v in lead(summary, keep=("d",)).items():
-        ax.plot(ds, v, marker="o", ms=3, label=f"{o} ({p})")
+        ax.plot(ds, v, marker="o", ms=3, color=colors[(o, p)])
     ax.axhline(0.0, color="0.6", lw=0.5)
     ax.set_xlabel("$d$")
     ax.set_ylabel("corr lead of predicted SVM")
-    style.panel_label(ax, "d", "prediction's lead vs d")
+    style.panel_label(ax, "d", "lead vs d")
 
 
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
@@ -154,6 +162,12 @@ def numbers(summary: xr.Dataset) -> list[str]:
             f"*{o}* on *{p}*: predicted {n}, final corr {captions.fmt(vals[i, j])}, margin ratio "
             f"{captions.fmt(mr[i, j])}; the prediction {held}"
         )
+    if "d" in summary.dims and summary.sizes["d"] > 1:
+        ds = [captions.fmt(x) for x in summary["d"].values]
+        for (o, p), v in lead(summary, keep=("d",)).items():
+            per_d = "; ".join(f"d = {d}: {captions.fmt(x)}" for d, x in zip(ds, v, strict=True))
+            out.append(f"lead of the predicted SVM's corr over the best other, *{o}* on *{p}*: "
+                       + per_d)  # fmt: skip
     return out
 
 
