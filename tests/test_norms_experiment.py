@@ -72,6 +72,11 @@ def test_norms_figure_renders_from_tiny_pipeline(tmp_path):
     }
     sweep = collect_sweep(exp, paths)
     summary = summarize(sweep)
+    from attnsvm.sweep.variables import UNDESCRIBED
+
+    for ds in (sweep, summary):  # every new variable is described (CF attributes)
+        for name, var in ds.variables.items():
+            assert var.attrs.get("description") not in (None, "", UNDESCRIBED), name
     for n in (*NORMS, "fro"):
         assert sweep[f"corr_{n}_alpha"].attrs["units"] == "1"
         assert "margin" in sweep[f"mratio_{n}_alpha"].attrs["description"]

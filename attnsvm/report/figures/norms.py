@@ -60,8 +60,9 @@ def _heatmap(ax, summary, prefix: str, title: str, letter: str) -> None:
     rows = rows_of(summary)
     vals = table(summary, prefix)
     labels = [o if len({p for _, p in rows}) == 1 else f"{o} ({p})" for o, p in rows]
-    sns.heatmap(vals, ax=ax, vmin=0, vmax=1, cmap="viridis", annot=True, fmt=".2f",
-                annot_kws={"fontsize": 5}, cbar=False,
+    text = np.vectorize(lambda x: "" if not np.isfinite(x) else f"{x:.2f}".replace("0.", "."))
+    sns.heatmap(vals, ax=ax, vmin=0, vmax=1, cmap="viridis", annot=text(vals), fmt="",
+                annot_kws={"fontsize": 4.5}, cbar=False,
                 xticklabels=[NORM_LABELS[n] for n in NORMS], yticklabels=labels)  # fmt: skip
     for i, (o, p) in enumerate(rows):
         if (n := predicted(o, p)) is not None:
@@ -131,8 +132,9 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         "(c) mean corr with the predicted norm's SVM; (d) predicted corr minus the best other",
     ]
     footer = style.footer_text(sweep, extra=extra, unit="point (optimizer, ...)")
+    height = max(2.8, 0.2 * len(rows_of(summary)))
     fig, axes = style.new_figure(
-        1, 4 if with_d else 3, height=2.8, footer_lines=style.footer_lines(footer), squeeze=False
+        1, 4 if with_d else 3, height=height, footer_lines=style.footer_lines(footer), squeeze=False
     )
     _heatmap(axes[0, 0], summary, "corr", "final corr", "a")
     _heatmap(axes[0, 1], summary, "mratio", "margin ratio", "b")
@@ -148,13 +150,19 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
 
 def numbers(summary: xr.Dataset) -> list[str]:
     """Per optimizer with a prediction: its predicted norm, the mean final corr with that
-    norm's SVM, the norm with the largest mean corr, and whether the prediction held."""
+    norm's SVM, the norm with the largest mean corr, and whether the prediction held (without
+    one: the norm with the largest mean corr); per d, the prediction's lead."""
     vals = table(summary, "corr")
     mr = table(summary, "mratio")
     out = []
     for i, (o, p) in enumerate(rows_of(summary)):
         n = predicted(o, p)
-        if n is None or not np.isfinite(vals[i]).any():
+        if not np.isfinite(vals[i]).any():
+            continue
+        if n is None:
+            k = int(np.nanargmax(vals[i]))
+            out.append(f"*{o}* on *{p}*: no prediction; largest final corr with the "
+                       f"{NORMS[k]} SVM, {captions.fmt(vals[i, k])}")  # fmt: skip
             continue
         j, best = NORMS.index(n), NORMS[int(np.nanargmax(vals[i]))]
         held = "held" if best == n else f"did not hold (largest: {best})"
