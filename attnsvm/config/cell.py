@@ -30,7 +30,7 @@ PARAMS = ("W", "KQ")
 ATTENTIONS = ("cross", "self", "sequence", "causal")
 TASKS = ("train", "regpath", "ntp")
 INITS = ("uniform", "zero")
-OPTIMIZERS = ("normalized", "plain")
+OPTIMIZERS = ("normalized", "plain", "sign", "adam", "spectral", "mirror1p5", "mirror3")
 DTYPES = ("float64", "float32")
 SPACINGS = ("log", "linear")
 
@@ -105,6 +105,7 @@ class Cell:
     digit_pos: int = 3
     digit_neg: int = 8
     heads: int = 1
+    norm_svms: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -160,6 +161,8 @@ class Cell:
                 out.pop(name)
         if self.heads == 1:  # single head: the cells from before multi-head attention
             out.pop("heads")
+        if not self.norm_svms:  # issue 15's field: cells without it keep their digests
+            out.pop("norm_svms")
         return out
 
     @classmethod
@@ -214,7 +217,8 @@ FIELD_DOCS: dict[str, str] = {
     "attention": "self: the query is the first token; sequence / causal: every token is a "
     "query over all tokens / the tokens up to it (docs/science.md 1, 4)",
     "init": "U(-1/sqrt(d), 1/sqrt(d)), or W = 0 / (K = 0.1 N(0,1), Q = 0) (docs/science.md 3)",
-    "optimizer": "normalized or plain full-batch gradient descent (docs/science.md 3)",
+    "optimizer": "normalized or plain full-batch gradient descent (docs/science.md 3); sign, "
+    "adam, spectral, mirror1p5, mirror3 (docs/science.md 10)",
     "lr": "step size eta (> 0)",
     "iterations": "gradient descent steps",
     "checkpoint_spacing": "checkpoint iterations log-spaced, or every iterations/count",
@@ -236,6 +240,8 @@ FIELD_DOCS: dict[str, str] = {
     "digit_pos": "digits only: the digit of label +1 (0..9)",
     "digit_neg": "digits only: the digit of label -1 (0..9, not digit_pos)",
     "heads": "attention heads H summed through the linear head (docs/science.md 12)",
+    "norm_svms": "also solve the max-entry, spectral and l_p Att-SVMs of alpha and correlate "
+    "GD with them (docs/science.md 10)",
     "seed": "random seed of data and initialization (>= 0)",
 }
 """One line per :class:`Cell` field (config/README.md has the same table): CLI help text."""
@@ -322,6 +328,7 @@ FIELD_RULES: dict[str, FieldRule] = {
     "positional": FieldRule("bool", {}, "true or false"),
     "patch": FieldRule("int", {"ge": 2, "le": 4}, "2 or 4 (a patch side dividing 8)"),
     **{k: FieldRule("int", {"ge": 0, "le": 9}, "a digit 0..9") for k in _DIGIT_FIELDS},
+    "norm_svms": FieldRule("bool", {}, "true or false"),
     "radius_min": _POSITIVE,
     "radius_max": _POSITIVE,
     "K": FieldRule("int", {"ge": 2, "le": MAX_SIZE}, "an integer >= 2", f"at most {MAX_SIZE}"),
@@ -412,6 +419,8 @@ def _ntp_problem(c: Any) -> str | None:
         )
     if not c.train:
         return "task 'ntp' needs train: true"
+    if c.norm_svms:
+        return "norm_svms is for task 'train' (docs/science.md 10), not task 'ntp'"
     return None
 
 

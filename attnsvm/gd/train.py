@@ -11,6 +11,7 @@ non-finite are then trained again on their own with the exact freeze (see :func:
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from attnsvm.gd.model import (
     param_names,
     unpack,
 )
+from attnsvm.gd.optimizers import make_rule
 
 #: how train_batch computes the gradient: hand-derived (Objective) or autograd (loss_fn)
 GRADIENTS = ("analytic", "autograd")
@@ -309,10 +311,13 @@ def _autograd_objective(data: tuple, options: dict[str, Any]) -> Evaluate:
 
 
 def _step_rule(optimizer: str, lr: float, eps: float) -> Callable[[Tensor], Tensor]:
-    """The step ``theta(k) - theta(k+1)`` from the gradient G (docs/science.md §3)."""
+    """The step ``theta(k) - theta(k+1)`` from the gradient G (docs/science.md §3); the rules
+    of docs/science.md §9 are :class:`attnsvm.gd.optimizers.StepRule` factories instead."""
     if optimizer == "normalized":
         return lambda G: _normalized_step(G, lr, eps)
-    return lambda G: lr * G
+    if optimizer == "plain":
+        return lambda G: lr * G
+    return make_rule(optimizer, lr)
 
 
 def _train_all(
@@ -332,7 +337,11 @@ def _train_all(
     n, T = problem.data[0].shape[1:3]
 
     def descend(p: _Problem, freeze: bool, progress=None) -> tuple[Tensor, ...]:
-        return _descend(p.objective(gradient), p.theta0, step, ks, iterations,
+        evaluate, rule = p.objective(gradient), step
+        if isinstance(step, functools.partial):  # a stateful rule: fresh state per pass
+            rule = step()
+            evaluate = rule.observe(evaluate)
+        return _descend(evaluate, p.theta0, rule, ks, iterations,
                         freeze=freeze, n=n, T=T, progress=progress)  # fmt: skip
 
     buffers = list(descend(problem, False, progress))

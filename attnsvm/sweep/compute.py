@@ -458,6 +458,8 @@ def _solve_and_measure(res: CellResult, trained: bool, cache: SolveCache | None 
         sc["support_share"] = sc["all_support"] = np.nan
     if trained:
         _measure_trajectory(res, cons, gamma, alpha_is_opt)
+        if cell.norm_svms:
+            _norm_svms(res, cons["alpha"], cache)
 
 
 def _measure_trajectory(res: CellResult, cons: dict, gamma: np.ndarray, alpha_is_opt: bool) -> None:
@@ -509,6 +511,32 @@ def _measure_trajectory(res: CellResult, cons: dict, gamma: np.ndarray, alpha_is
     else:
         _general_head(res, W_gd)
     res.timings["metrics"] = time.perf_counter() - t1
+
+
+def _norm_svms(res: CellResult, cons, cache: SolveCache) -> None:
+    """The max-entry, spectral and l_p Att-SVMs of alpha (docs/science.md §10): for each norm
+    the usual SVM scalars and corr curve, and ``mratio_<norm>_alpha``, the margin of W_GD's
+    direction in that norm relative to the SVM's (1: a max-margin direction, whichever of
+    several solutions; the Frobenius and nuclear SVMs get theirs too)."""
+    from attnsvm.svm import norms as N
+
+    cell, sc = res.cell, res.scalars
+    t0 = time.perf_counter()
+    for norm in N.NORMS:
+        r = res.svms[f"{norm}_alpha"] = cache.solve(N.svm_solver(norm), cons)
+        W = r.W if r.solved else None
+        sc[f"rank_{norm}_alpha"] = M.rank(W, cell.rank_tol)
+        sc[f"erank_{norm}_alpha"] = M.effective_rank(W)
+        sc[f"objective_{norm}_alpha"] = r.objective if r.solved else np.nan
+        sc[f"feasible_{norm}_alpha"] = _feasible_flag(r)
+        curve = M.corr_batch(res.W, r.W[None]) if r.solved else np.full(len(res.W), np.nan)
+        res.curves[f"corr_{norm}_alpha"] = curve
+        sc[f"corr_{norm}_alpha"] = float(curve[-1])
+    res.timings["solve_norms"] = time.perf_counter() - t0
+    for key, norm in (("fro", "fro"), ("nuc", "nuc"), *((k, k) for k in N.NORMS)):
+        r = res.svms[f"{key}_alpha"]
+        opt = r.objective if r.solved else np.nan
+        sc[f"mratio_{key}_alpha"] = N.margin_ratio(cons, res.W[-1], norm, opt)
 
 
 def _feasible_flag(r: SVMResult) -> float:

@@ -29,6 +29,11 @@ SVMS = {
     "fro_opt": "the Frobenius Att-SVM W_mm(opt) of the optimal tokens",
     "nuc_opt": "the nuclear Att-SVM_* W_mm_*(opt) of the optimal tokens",
     "lowrank_alpha": "the rank-m constrained nuclear Att-SVM of GD's alpha (attnsvm.svm.lowrank)",
+    "max_alpha": "the max-entry Att-SVM min max_ij |W_ij| of GD's alpha (docs/science.md "
+    "section 10; an LP)",
+    "spec_alpha": "the spectral-norm Att-SVM of GD's alpha (section 10; an SDP)",
+    "l1p5_alpha": "the entrywise l_1.5-norm Att-SVM of GD's alpha (section 10)",
+    "l3_alpha": "the entrywise l_3-norm Att-SVM of GD's alpha (section 10)",
     "matching": "the SVM matching the parameterization (Frobenius for W, nuclear for KQ)",
     "svmeq": "the Gen-SVM solution W_svmeq = W_fin + C W_mm_gen",
     "mm_gen": "the max-margin part W_mm_gen of the Gen-SVM",
@@ -284,6 +289,13 @@ def _family(name: str) -> tuple[str, str | None, str] | None:
         ("erank_", "effective rank of {}", None, "exp of the singular-value entropy of "),
         ("objective_", "objective of {}", None, "norm of "),
         ("feasible_", "{} feasible", None, "1 if feasible: "),
+        (
+            "mratio_",
+            "margin ratio to {}",
+            "1",
+            "margin of W_GD's direction in the norm of S over S's margin (1: W_GD is a "
+            "max-margin direction in that norm; docs/science.md section 10) for S ",
+        ),
     ):
         if name.startswith(prefix) and name[len(prefix) :] in SVMS:
             key = name[len(prefix) :]

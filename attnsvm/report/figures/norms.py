@@ -1,0 +1,201 @@
+"""Which norm does each optimizer's attention minimize? (docs/science.md §10, beyond the paper.)
+
+Grid axes ``optimizer`` (normalized, sign, adam, spectral, mirror1p5, mirror3), optionally
+``param`` and ``d``; cells with ``norm_svms: true``. (a) heatmap optimizer x norm of the mean
+final corr(W_GD, SVM_norm(alpha)), the cell the linear theory predicts outlined; (b) the same
+for the margin ratio (1: W_GD's direction is a max-margin direction in that norm, whichever
+solution); (c) mean corr with the predicted norm's SVM vs iteration per optimizer; (d) when
+``d`` is a grid axis: the diagonal's lead, final corr with the predicted SVM minus the best
+corr with any other norm's SVM, vs d (> 0: the prediction wins).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import seaborn as sns
+import xarray as xr
+
+from attnsvm.gd.optimizers import PREDICTED_NORM
+from attnsvm.report import captions, style
+from attnsvm.report import sweepdata as sd
+from attnsvm.report.figures import Figure
+
+#: the SVM norms compared, in column order (attnsvm.svm.norms + Frobenius and nuclear)
+NORMS = ("fro", "nuc", "max", "spec", "l1p5", "l3")
+NORM_LABELS = {"fro": "Frob.", "nuc": "nuclear", "max": "max-entry", "spec": "spectral",
+               "l1p5": r"$\ell_{1.5}$", "l3": r"$\ell_3$"}  # fmt: skip
+VARIABLES = tuple(f"{k}_{n}_alpha" for k in ("corr", "mratio", "curve_corr") for n in NORMS)
+STATISTICS = tuple(f"{v}_mean" for v in VARIABLES) + tuple(
+    f"curve_corr_{n}_alpha_mean" for n in NORMS
+)
+
+
+def predicted(opt: str, param: str) -> str | None:
+    """The norm the linear theory predicts for ``opt`` on ``param`` (None: no prediction;
+    for (K, Q) only normalized GD has one, the nuclear norm)."""
+    if param == "KQ":
+        return "nuc" if opt == "normalized" else None
+    return PREDICTED_NORM.get(opt)
+
+
+def rows_of(summary: xr.Dataset) -> list[tuple[str, str]]:
+    """(optimizer, param) rows of the heatmaps, in the grid's order."""
+    if "optimizer" in summary.dims:
+        opts = [str(o) for o in np.atleast_1d(summary["optimizer"].values)]
+    else:
+        opts = [str(summary.attrs.get("fixed_optimizer", "normalized"))]
+    return [(o, p) for p in captions.params(summary) for o in opts]
+
+
+def table(summary: xr.Dataset, prefix: str, keep=(), **point) -> np.ndarray:
+    """(rows, norms, *keep) pooled means of ``<prefix>_<norm>_alpha`` (NaN where absent)."""
+    out = []
+    for o, p in rows_of(summary):
+        out.append([sd.pooled(summary, f"{prefix}_{n}_alpha", keep, optimizer=o, param=p,
+                              **point)[0] for n in NORMS])  # fmt: skip
+    return np.asarray(out, float)
+
+
+def _heatmap(ax, summary, prefix: str, title: str, letter: str) -> None:
+    rows = rows_of(summary)
+    vals = table(summary, prefix)
+    labels = [o if len({p for _, p in rows}) == 1 else f"{o} ({p})" for o, p in rows]
+    text = np.vectorize(lambda x: "" if not np.isfinite(x) else f"{x:.2f}".replace("0.", "."))
+    sns.heatmap(vals, ax=ax, vmin=0, vmax=1, cmap="viridis", annot=text(vals), fmt="",
+                annot_kws={"fontsize": 4.5}, cbar=False,
+                xticklabels=[NORM_LABELS[n] for n in NORMS], yticklabels=labels)  # fmt: skip
+    for i, (o, p) in enumerate(rows):
+        if (n := predicted(o, p)) is not None:
+            ax.add_patch(_box(NORMS.index(n), i))
+    ax.set_xlabel("SVM norm")
+    ax.tick_params(labelsize=6)
+    ax.tick_params(axis="y", labelrotation=0)
+    style.panel_label(ax, letter, title)
+
+
+def _box(x: int, y: int):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((x, y), 1, 1, fill=False, edgecolor="red", lw=1.2)
+
+
+def _colors(summary) -> dict[tuple[str, str], tuple]:
+    """One colour per (optimizer, param) row, the same in panels (c) and (d)."""
+    rows = rows_of(summary)
+    return dict(zip(rows, sns.color_palette("tab10", len(rows)), strict=True))
+
+
+def _curves(ax, summary, it) -> None:
+    colors = _colors(summary)
+    for o, p in rows_of(summary):
+        if (n := predicted(o, p)) is None:
+            continue
+        mean, _, _ = sd.pooled(summary, f"curve_corr_{n}_alpha", optimizer=o, param=p)
+        ax.plot(it, mean, color=colors[(o, p)], label=f"{o} ({p}) vs {NORM_LABELS[n]}")
+    ax.set_xscale("log")
+    ax.axhline(1.0, color="0.6", lw=0.5)
+    ax.set_xlabel("iteration $k$")
+    ax.set_ylabel("mean corr with predicted SVM")
+    style.panel_label(ax, "c", "vs iteration")
+
+
+def lead(summary: xr.Dataset, keep=()) -> dict[tuple[str, str], np.ndarray]:
+    """Per row with a prediction: mean final corr with the predicted SVM minus the largest mean
+    final corr with another norm's SVM (> 0: the prediction wins), over ``keep`` dims."""
+    vals = table(summary, "corr", keep)
+    out = {}
+    for i, (o, p) in enumerate(rows_of(summary)):
+        if (n := predicted(o, p)) is not None:
+            j = NORMS.index(n)
+            others = np.delete(vals[i], j, axis=0)
+            out[(o, p)] = vals[i, j] - np.nanmax(others, axis=0)
+    return out
+
+
+def _versus_d(ax, summary) -> None:
+    ds = np.asarray(summary["d"].values, float)
+    colors = _colors(summary)
+    for (o, p), v in lead(summary, keep=("d",)).items():
+        ax.plot(ds, v, marker="o", ms=3, color=colors[(o, p)])
+    ax.axhline(0.0, color="0.6", lw=0.5)
+    ax.set_xlabel("$d$")
+    ax.set_ylabel("corr lead of predicted SVM")
+    style.panel_label(ax, "d", "lead vs d")
+
+
+def plot(sweep: xr.Dataset, summary: xr.Dataset):
+    """(a, b) heatmaps and (c) curves from the summary; (d) when d is a grid axis."""
+    with_d = "d" in summary.dims and summary.sizes["d"] > 1
+    extra = [
+        "(a) mean final corr(W_GD, SVM of α in each norm), (b) mean margin ratio in each norm "
+        "(1: a max-margin direction); red boxes: the norm the linear theory predicts",
+        "(c) mean corr with the predicted norm's SVM; (d) predicted corr minus the best other",
+    ]
+    footer = style.footer_text(sweep, extra=extra, unit="point (optimizer, ...)")
+    height = max(2.8, 0.2 * len(rows_of(summary)))
+    fig, axes = style.new_figure(
+        1, 4 if with_d else 3, height=height, footer_lines=style.footer_lines(footer), squeeze=False
+    )
+    _heatmap(axes[0, 0], summary, "corr", "final corr", "a")
+    _heatmap(axes[0, 1], summary, "mratio", "margin ratio", "b")
+    _curves(axes[0, 2], summary, sd.iterations_of(sweep))
+    if with_d:
+        _versus_d(axes[0, 3], summary)
+    handles, labels = axes[0, 2].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside right upper", fontsize=6)
+    style.add_footer(fig, footer)
+    return fig
+
+
+def numbers(summary: xr.Dataset) -> list[str]:
+    """Per optimizer with a prediction: its predicted norm, the mean final corr with that
+    norm's SVM, the norm with the largest mean corr, and whether the prediction held (without
+    one: the norm with the largest mean corr); per d, the prediction's lead."""
+    vals = table(summary, "corr")
+    mr = table(summary, "mratio")
+    out = []
+    for i, (o, p) in enumerate(rows_of(summary)):
+        n = predicted(o, p)
+        if not np.isfinite(vals[i]).any():
+            continue
+        if n is None:
+            k = int(np.nanargmax(vals[i]))
+            out.append(f"*{o}* on *{p}*: no prediction; largest final corr with the "
+                       f"{NORMS[k]} SVM, {captions.fmt(vals[i, k])}")  # fmt: skip
+            continue
+        j, best = NORMS.index(n), NORMS[int(np.nanargmax(vals[i]))]
+        held = "held" if best == n else f"did not hold (largest: {best})"
+        out.append(
+            f"*{o}* on *{p}*: predicted {n}, final corr {captions.fmt(vals[i, j])}, margin ratio "
+            f"{captions.fmt(mr[i, j])}; the prediction {held}"
+        )
+    if "d" in summary.dims and summary.sizes["d"] > 1:
+        ds = [captions.fmt(x) for x in summary["d"].values]
+        for (o, p), v in lead(summary, keep=("d",)).items():
+            per_d = "; ".join(f"d = {d}: {captions.fmt(x)}" for d, x in zip(ds, v, strict=True))
+            out.append(f"lead of the predicted SVM's corr over the best other, *{o}* on *{p}*: "
+                       + per_d)  # fmt: skip
+    return out
+
+
+FIGURE = Figure(
+    name="norms",
+    label="optimizer x norm",
+    what=(
+        "Beyond the paper (docs/science.md §10): for each optimizer, the mean final corr of W "
+        "with the attention SVM of its selection α in each norm (Frobenius, nuclear, "
+        "max-entry, spectral, l_1.5, l_3), the margin ratio in each norm, and the corr with "
+        "the predicted norm's SVM against the iteration."
+    ),
+    look=(
+        "The linear theory predicts the outlined cells: normalized GD the Frobenius SVM, sign "
+        "descent and Adam the max-entry SVM, spectral descent the spectral SVM, l_p mirror "
+        "descent the l_p SVM, normalized GD on (K, Q) the nuclear SVM. A prediction holds "
+        "where its cell is the largest of its row."
+    ),
+    plot=plot,
+    numbers=numbers,
+    variables=VARIABLES,
+    statistics=STATISTICS,
+)

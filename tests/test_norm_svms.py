@@ -1,0 +1,102 @@
+"""Max-entry, spectral and l_p attention SVMs (docs/science.md §10) against independent cvxpy
+formulations: the dual problem and the primal written with other atoms."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from attnsvm.config.cell import Cell
+from attnsvm.gd.data import make_dataset, optimal_tokens
+from attnsvm.svm.constraints import att_svm_constraints
+from attnsvm.svm.frobenius import violation
+from attnsvm.svm.norms import NORMS, margin_ratio, matrix_norm, solve_norm_svm
+
+
+def _cons(seed, n=4, T=5, d=5):
+    ds = make_dataset(Cell(n=n, T=T, d=d, seed=seed))
+    return att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds))
+
+
+def _dual_value(cons, norm):
+    """max rhs^T lam s.t. lam >= 0, ||sum_k lam_k left_k right_k^T||_dual <= 1."""
+    lam = cp.Variable(cons.n_rows, nonneg=True)
+    A = cons.matrix()
+    d = cons.d
+    G = cp.reshape(A.T @ lam, (d, d), order="C")
+    p = NORMS[norm]
+    if p == "spec":
+        dual = cp.normNuc(G)
+    elif p == np.inf:
+        dual = cp.sum(cp.abs(G))
+    else:
+        dual = cp.pnorm(cp.vec(G, order="C"), p / (p - 1))
+    prob = cp.Problem(cp.Maximize(cons.rhs @ lam), [dual <= 1])
+    prob.solve(solver=cp.SCS, eps_abs=1e-9, eps_rel=1e-9, max_iters=100_000)
+    return prob.value
+
+
+def _primal_other_atoms(cons, norm):
+    """The primal with an epigraph variable t: max-entry as -t <= W <= t, spectral as the
+    PSD block [[t I, W], [W^T, t I]], l_p through cvxpy's norm atom; solved by SCS."""
+    d = cons.d
+    W, t = cp.Variable((d, d)), cp.Variable()
+    rows = [cons.matrix() @ cp.vec(W, order="C") >= cons.rhs]
+    p = NORMS[norm]
+    if p == np.inf:
+        rows += [W <= t, -W <= t]
+    elif p == "spec":
+        block = cp.bmat([[t * np.eye(d), W], [W.T, t * np.eye(d)]])
+        rows += [(block + block.T) / 2 >> 0]
+    else:
+        rows += [cp.norm(cp.vec(W, order="C"), p) <= t]
+    prob = cp.Problem(cp.Minimize(t), rows)
+    prob.solve(solver=cp.SCS, eps_abs=1e-9, eps_rel=1e-9, max_iters=100_000)
+    return prob.value, W.value
+
+
+@pytest.mark.parametrize("norm", list(NORMS))
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_norm_svm_agrees_with_dual_and_other_primal(norm, seed):
+    cons = _cons(seed)
+    res = solve_norm_svm(cons, norm)
+    assert res.status == "optimal", res.message
+    assert violation(cons, res.W) <= 1e-9
+    assert res.objective == pytest.approx(matrix_norm(res.W, norm), rel=1e-12)
+    assert res.objective == pytest.approx(_dual_value(cons, norm), rel=1e-5)
+    value, W_other = _primal_other_atoms(cons, norm)
+    assert res.objective == pytest.approx(value, rel=1e-5)
+    assert margin_ratio(cons, res.W, norm, res.objective) == pytest.approx(1.0, abs=1e-9)
+    # the other primal's solution is optimal too, whichever one SCS found (max and spec may
+    # have several): its margin ratio is 1
+    assert margin_ratio(cons, W_other, norm, res.objective) == pytest.approx(1.0, abs=1e-4)
+    if norm in ("l1p5", "l3"):  # strictly convex norms: one solution
+        np.testing.assert_allclose(W_other, res.W, atol=1e-4 * np.abs(res.W).max())
+
+
+def test_margin_ratio_is_below_one_off_the_solution_and_unknown_norms_are_refused():
+    cons = _cons(3)
+    res = solve_norm_svm(cons, "l3")
+    fro = solve_norm_svm(cons, "max")
+    assert margin_ratio(cons, fro.W, "l3", res.objective) < 1 - 1e-6
+    with pytest.raises(ValueError, match="'l7'"):
+        solve_norm_svm(cons, "l7")
+
+
+def test_infeasible_rows_give_status_infeasible():
+    cons = _cons(4)
+    # two copies of row 0 with opposite signs: left^T W right >= 1 and <= -1
+    from attnsvm.svm.constraints import Constraints
+
+    bad = Constraints(
+        left=np.concatenate([cons.left[:1], -cons.left[:1]]),
+        right=np.concatenate([cons.right[:1], cons.right[:1]]),
+        rhs=np.ones(2),
+        equality=np.zeros(2, bool),
+        example=np.zeros(2, int),
+        token=np.zeros(2, int),
+    )
+    for norm in NORMS:
+        res = solve_norm_svm(bad, norm)
+        assert res.status == "infeasible" and res.W is None

@@ -1,0 +1,91 @@
+"""Issue 15's experiment (docs/science.md §10): the norm_svms cell field, the per-norm SVMs and
+margin ratios of a trained cell, and the norms figure from a tiny pipeline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnsvm.config.cell import Cell, CellError
+from attnsvm.svm.norms import NORMS
+
+SMALL = dict(n=3, T=4, d=4, iterations=150, lr=0.05)
+
+
+def test_norm_svms_field_keeps_existing_cells_and_is_refused_for_ntp():
+    assert Cell(seed=3).digest() == Cell(seed=3, norm_svms=False).digest()
+    assert "norm_svms" not in Cell().to_dict()
+    assert Cell(norm_svms=True).digest() != Cell().digest()
+    with pytest.raises(CellError, match="norm_svms"):
+        Cell(task="ntp", generator="ntp_acyclic", T=4, K=6, norm_svms=True)
+    with pytest.raises(CellError, match="optimizer must be one of"):
+        Cell(optimizer="polyak")
+
+
+def test_trained_cell_measures_every_norm_and_its_own_svm_has_ratio_at_most_one():
+    from attnsvm.sweep.compute import run_cells
+
+    plain, extra = run_cells([Cell(seed=1, **SMALL), Cell(seed=1, norm_svms=True, **SMALL)])
+    assert not any(k.startswith("mratio_") for k in plain.scalars)
+    for key in ("corr_fro_alpha", "corr_nuc_alpha"):  # the existing values are unchanged
+        assert plain.scalars[key] == extra.scalars[key]
+    for norm in (*NORMS, "fro", "nuc"):
+        r = extra.svms[f"{norm}_alpha"]
+        assert r.status == "optimal", r.message
+        assert -1 <= extra.scalars[f"corr_{norm}_alpha"] <= 1
+        assert extra.scalars[f"mratio_{norm}_alpha"] <= 1 + 1e-7  # no direction beats the SVM
+        assert len(extra.curves[f"corr_{norm}_alpha"]) == len(extra.iterations)
+
+
+def test_sign_descent_ends_closest_to_the_max_entry_svm():
+    """The linear theory's prediction on a small instance: sign descent's final W correlates
+    more with the max-entry SVM than with any other norm's (3 seeds, mean)."""
+    from attnsvm.sweep.compute import run_cells
+
+    cells = [Cell(seed=s, optimizer="sign", norm_svms=True, **{**SMALL, "iterations": 300})
+             for s in range(3)]  # fmt: skip
+    res = run_cells(cells)
+    norms = ("fro", "nuc", *NORMS)
+    mean = {n: np.mean([r.scalars[f"corr_{n}_alpha"] for r in res]) for n in norms}
+    assert max(mean, key=mean.get) == "max", mean
+
+
+def test_norms_figure_renders_from_tiny_pipeline(tmp_path):
+    import matplotlib.pyplot as plt
+    from docutils.core import publish_parts
+
+    from attnsvm.config.grid import parse_experiment
+    from attnsvm.report.figures import figure_module, make_figure
+    from attnsvm.sweep.collect import collect_sweep
+    from attnsvm.sweep.summary import summarize
+    from attnsvm.sweep.worker import write_block
+
+    fixed = {k: v for k, v in SMALL.items() if k != "d"}
+    raw = {"fixed": {**fixed, "iterations": 60, "norm_svms": True},
+           "grid": {"d": [3, 4], "optimizer": ["normalized", "sign", "spectral"]}}  # fmt: skip
+    exp = parse_experiment("t_norms", {**raw, "seeds": 2, "figures": ["norms"]}, 64)
+    paths = {
+        b.name: write_block(
+            b.cells, tmp_path / f"{b.name}.zarr", experiment=exp.name, block=b.name, device="cpu"
+        )  # fmt: skip
+        for b in exp.blocks()
+    }
+    sweep = collect_sweep(exp, paths)
+    summary = summarize(sweep)
+    from attnsvm.sweep.variables import UNDESCRIBED
+
+    for ds in (sweep, summary):  # every new variable is described (CF attributes)
+        for name, var in ds.variables.items():
+            assert var.attrs.get("description") not in (None, "", UNDESCRIBED), name
+    for n in (*NORMS, "fro"):
+        assert sweep[f"corr_{n}_alpha"].attrs["units"] == "1"
+        assert "margin" in sweep[f"mratio_{n}_alpha"].attrs["description"]
+    pdf, png, cap = tmp_path / "n.pdf", tmp_path / "n.png", tmp_path / "n.caption.rst"
+    make_figure("norms", sweep, summary, pdf, png, cap)
+    assert png.stat().st_size > 1000
+    text = cap.read_text()
+    assert "*sign* on *W*: predicted max" in text and "the prediction" in text
+    publish_parts(text, writer="html", settings_overrides={"halt_level": 2})
+    fig = figure_module("norms").plot(sweep, summary)
+    assert len(fig.axes) == 4 and fig.legends  # heatmaps, curves, vs d; legend outside
+    plt.close(fig)
