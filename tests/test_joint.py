@@ -1,0 +1,130 @@
+"""Joint training of (W or (K, Q), v) and the max-margin head (docs/science.md §9)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnsvm.config.cell import Cell, CellError
+from attnsvm.gd.joint import JointObjective, train_joint_batch, train_joint_stacked
+from attnsvm.gd.model import loss_fn, pack, unpack
+from attnsvm.gd.train import stack_cells, train_stacked
+from attnsvm.svm.head import head_svm
+
+
+def _batch(param: str, seeds: int = 3, **kw) -> tuple[dict, Cell]:
+    cells = [Cell(param=param, seed=s, **kw) for s in range(seeds)]
+    return stack_cells(cells), cells[0]
+
+
+@pytest.mark.parametrize("param", ["W", "KQ"])
+def test_frozen_head_is_fixed_head_training_bit_for_bit(param):
+    b, c = _batch(param, iterations=150)
+    fixed = train_stacked(b, c, device="cpu")
+    joint = train_joint_stacked(b, c, device="cpu", head_lr=0.0)
+    for name in ("W", "softmax", "loss", "wnorm", "finite", "nonfinite_iteration"):
+        assert np.array_equal(getattr(fixed, name), getattr(joint.train, name)), name
+    assert np.array_equal(joint.v, np.broadcast_to(b["v"][:, None], joint.v.shape))
+
+
+def test_frozen_head_with_causal_mask_and_plain_gd_is_bit_for_bit():
+    b, c = _batch("W", iterations=60, optimizer="plain", lr=0.5)
+    rng = np.random.default_rng(0)
+    mask = rng.random(b["X"].shape[:3]) < 0.7
+    mask[..., 0] = True
+    fixed = train_stacked(b, c, device="cpu", mask=mask)
+    joint = train_joint_stacked(b, c, device="cpu", head_lr=0.0, mask=mask)
+    assert np.array_equal(fixed.W, joint.train.W)
+    assert np.array_equal(fixed.loss, joint.train.loss)
+
+
+@pytest.mark.parametrize("param", ["W", "KQ"])
+@pytest.mark.parametrize("stable", [True, False])
+def test_joint_gradient_matches_autograd(param, stable):
+    b, c = _batch(param, seeds=2, d=5, T=4, n=3)
+    t = {k: torch.as_tensor(b[k]) for k in ("X", "Y", "Z", "v")}
+    rng = np.random.default_rng(1)
+    init = {k: torch.as_tensor(3.0 * rng.standard_normal(a.shape)) for k, a in b["init"].items()}
+    v = t["v"] + torch.as_tensor(rng.standard_normal(t["v"].shape))
+    opts = {"param": param, "head": "linear", "lam": 0.0, "stable": stable}
+    loss, _, _, G, Gv = JointObjective(t["X"], t["Y"], t["Z"], t["v"], **opts).evaluate(
+        pack(init, param), v
+    )
+    leaves = {k: p.clone().requires_grad_(True) for k, p in init.items()}
+    vl = v.clone().requires_grad_(True)
+    ref, _ = loss_fn(leaves, t["X"], t["Y"], t["Z"], vl, None, **opts)
+    *gs, gv = torch.autograd.grad(ref.sum(), [*leaves.values(), vl])
+    torch.testing.assert_close(loss, ref.detach(), rtol=1e-12, atol=0)
+    torch.testing.assert_close(Gv, gv, rtol=1e-10, atol=1e-14)
+    for k, g in zip(leaves, gs, strict=True):
+        torch.testing.assert_close(unpack(G, param)[k], g, rtol=1e-10, atol=1e-14)
+
+
+def test_joint_training_analytic_and_autograd_agree():
+    b, c = _batch("W", seeds=2, iterations=80)
+    kw = dict(param="W", optimizer="normalized", lr=0.1, iterations=80, checkpoints=[0, 40, 80])
+    args = (b["X"], b["Y"], b["Z"], b["v"], b["init"])
+    a = train_joint_batch(*args, device="cpu", **kw)
+    g = train_joint_batch(*args, device="cpu", gradient="autograd", **kw)
+    np.testing.assert_allclose(a.train.W, g.train.W, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(a.v, g.v, rtol=0, atol=1e-11)
+    # normalized per block: v moves by exactly head_lr = lr per step while its gradient is nonzero
+    steps = np.linalg.norm(np.diff(a.v, axis=1), axis=-1)
+    assert np.all(steps <= 0.1 * 40 * (1 + 1e-12))
+    assert not np.array_equal(a.v[:, -1], b["v"])
+
+
+def test_joint_training_aligns_w_and_v_with_their_svms():
+    """W runs with a trained head (n=6, T=8, d=10): v -> max-margin head of the attended
+    tokens, W -> Att-SVM of its final selection (docs/science.md §9)."""
+    from attnsvm.svm.constraints import att_svm_constraints
+    from attnsvm.svm.frobenius import solve_frobenius
+
+    b, c = _batch("W", seeds=3, iterations=1500)
+    r = train_joint_stacked(b, c, device="cpu")
+    for s in range(3):
+        alpha = r.train.softmax[s, -1].argmax(-1)
+        v_mm, res = head_svm(b["X"][s], b["Y"][s], alpha)
+        assert res.solved
+        v = r.v[s, -1]
+        assert v @ v_mm / (np.linalg.norm(v) * np.linalg.norm(v_mm)) > 0.99
+        w = solve_frobenius(att_svm_constraints(b["X"][s], b["Z"][s], alpha))
+        W = r.train.W[s, -1]
+        assert np.sum(W * w.W) / (np.linalg.norm(W) * np.linalg.norm(w.W)) > 0.95
+
+
+def test_head_svm_is_the_max_margin_classifier():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((8, 3, 6))
+    Y = np.where(rng.random(8) < 0.5, 1.0, -1.0)
+    alpha = rng.integers(0, 3, 8)
+    v, res = head_svm(X, Y, alpha)
+    assert res.solved
+    margins = Y * (X[np.arange(8), alpha] @ v)
+    assert margins.min() == pytest.approx(1.0, abs=1e-8)
+    assert res.objective == pytest.approx(np.linalg.norm(v), rel=1e-9)
+    assert np.abs(res.W[:, 1:]).max() <= 1e-9 * np.abs(v).max()
+    # no shorter v separates: the same problem by KKT (v = sum lam_i y_i x_i on the active set)
+    active = margins < 1 + 1e-7
+    A = (Y[:, None] * X[np.arange(8), alpha])[active]
+    lam = np.linalg.lstsq(A.T, v, rcond=None)[0]
+    assert np.all(lam >= -1e-8)
+    np.testing.assert_allclose(A.T @ lam, v, atol=1e-8)
+
+
+def test_head_svm_infeasible_when_not_separable():
+    X = np.array([[[1.0, 0.0]], [[1.0, 0.0]]])
+    v, res = head_svm(X, np.array([1.0, -1.0]), np.array([0, 0]))
+    assert v is None and res.status == "infeasible"
+
+
+def test_cell_train_head_field():
+    c = Cell()
+    assert "train_head" not in c.to_dict()
+    assert Cell(train_head=True).to_dict()["train_head"] is True
+    assert Cell(train_head=True).digest() != c.digest()
+    with pytest.raises(CellError, match="train_head needs"):
+        Cell(train_head=True, generator="relu", head="relu")
+    with pytest.raises(CellError, match="train_head must be true or false"):
+        Cell(train_head="yes")
