@@ -11,6 +11,7 @@ from attnsvm.gd.joint import JointObjective, train_joint_batch, train_joint_stac
 from attnsvm.gd.model import loss_fn, pack, unpack
 from attnsvm.gd.train import stack_cells, train_stacked
 from attnsvm.svm.head import head_svm
+from attnsvm.sweep.compute import run_cells
 
 
 def _batch(param: str, seeds: int = 3, **kw) -> tuple[dict, Cell]:
@@ -128,3 +129,32 @@ def test_cell_train_head_field():
         Cell(train_head=True, generator="relu", head="relu")
     with pytest.raises(CellError, match="train_head must be true or false"):
         Cell(train_head="yes")
+
+
+def test_run_cells_with_a_trained_head_measures_and_describes_it():
+    from attnsvm.gd.data import make_dataset, optimal_tokens
+    from attnsvm.sweep.variables import UNDESCRIBED
+
+    cells = [Cell(d=6, train_head=True, iterations=400, seed=s) for s in range(2)]
+    for r in run_cells(cells, device="cpu"):
+        sc, ds0 = r.scalars, make_dataset(r.cell)
+        assert r.status == "ok" and r.convergence
+        np.testing.assert_array_equal(r.head_init, ds0.v)
+        np.testing.assert_array_equal(r.data.v, r.head[-1])  # scores of the final head
+        np.testing.assert_array_equal(r.opt, optimal_tokens(r.data))
+        assert sc["alpha_is_opt_init"] == float(np.array_equal(r.alpha, optimal_tokens(ds0)))
+        v_mm, svm = head_svm(r.data.X, r.data.Y, r.alpha)
+        assert sc["head_feasible"] == float(svm.solved)
+        if svm.solved:
+            corr = r.head[-1] @ v_mm / np.linalg.norm(r.head[-1]) / np.linalg.norm(v_mm)
+            assert sc["corr_head"] == pytest.approx(corr, rel=1e-12)
+            assert sc["head_svm_margin"] == pytest.approx(1 / np.linalg.norm(v_mm), rel=1e-9)
+        assert sc["vnorm"] == pytest.approx(np.linalg.norm(r.head[-1]))
+        xs = r.to_xarray()
+        assert not [k for k in xs.data_vars if xs[k].attrs["description"] == UNDESCRIBED]
+        assert "curve_corr_head" in xs and "curve_vnorm" in xs
+
+
+def test_fixed_head_cells_have_no_head_metrics():
+    (r,) = run_cells([Cell(d=4, iterations=50)], device="cpu")
+    assert r.head is None and "corr_head" not in r.scalars
