@@ -158,3 +158,50 @@ def test_run_cells_with_a_trained_head_measures_and_describes_it():
 def test_fixed_head_cells_have_no_head_metrics():
     (r,) = run_cells([Cell(d=4, iterations=50)], device="cpu")
     assert r.head is None and "corr_head" not in r.scalars
+
+
+def _tiny_sweep(tmp_path, raw: dict):
+    from attnsvm.config.grid import parse_experiment
+    from attnsvm.sweep.collect import collect_sweep
+    from attnsvm.sweep.summary import summarize
+    from attnsvm.sweep.worker import write_block
+
+    exp = parse_experiment("t_joint", {**raw, "seeds": 2, "figures": ["joint_head"]}, 64)
+    paths = {
+        b.name: write_block(
+            b.cells, tmp_path / f"{b.name}.zarr", experiment=exp.name, block=b.name, device="cpu"
+        )  # fmt: skip
+        for b in exp.blocks()
+    }
+    sweep = collect_sweep(exp, paths)
+    return sweep, summarize(sweep)
+
+
+def test_joint_head_figure_and_caption_from_a_tiny_pipeline(tmp_path):
+    import matplotlib.pyplot as plt
+    from docutils.core import publish_parts
+
+    from attnsvm.report.captions import fmt
+    from attnsvm.report.figures import figure_module, make_figure
+
+    raw = {"fixed": {"n": 3, "T": 4, "iterations": 100},
+           "grid": {"d": [2, 4], "param": ["W", "KQ"], "train_head": [False, True]}}  # fmt: skip
+    sweep, summary = _tiny_sweep(tmp_path, raw)
+    pdf, png, cap = (tmp_path / f"j.{e}" for e in ("pdf", "png", "caption.rst"))
+    make_figure("joint_head", sweep, summary, pdf, png, cap)
+    assert pdf.stat().st_size > 1000 and png.stat().st_size > 1000
+    text = cap.read_text()
+    publish_parts(text, writer="html", settings_overrides={"halt_level": 2})
+    # the caption's corr(v, v_mm) numbers are the summary's, per d
+    want = summary["corr_head_mean"].sel(param="W", train_head=True)
+    line = "; ".join(f"d = {d}: {fmt(want.sel(d=d).item())}" for d in (2, 4))
+    assert f"trained head, *W* runs, final corr(v, v_mm): {line}; saturated share" in text
+    plt.close(figure_module("joint_head").plot(sweep, summary))
+    # a sweep without the train_head axis (trained head fixed) draws too
+    raw = {"fixed": {"n": 3, "T": 4, "d": 4, "iterations": 50, "train_head": True},
+           "grid": {"param": ["W"]}}  # fmt: skip
+    sweep, summary = _tiny_sweep(tmp_path / "fixed", raw)
+    plt.close(figure_module("joint_head").plot(sweep, summary))
+    assert any(
+        x.startswith("trained head, *W* runs") for x in figure_module("joint_head").numbers(summary)
+    )

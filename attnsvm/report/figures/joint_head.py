@@ -136,7 +136,8 @@ def numbers(summary: xr.Dataset) -> list[str]:
     """Caption numbers of the run: global share per d and mean corr per d, per head."""
     out = []
     heads = [bool(v) for v in summary["train_head"].values] if "train_head" in summary.dims else []
-    for h in heads or [False]:
+    fixed = bool(int(summary.attrs.get("fixed_train_head", 0)))  # train_head not an axis
+    for h in heads or [fixed]:
         sub = summary.sel(train_head=h) if heads else summary
         label = HEADS[h]
         out += [f"{label}: {line}" for line in captions.global_lines(sub, per_d=True)]
