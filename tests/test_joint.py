@@ -153,11 +153,17 @@ def test_run_cells_with_a_trained_head_measures_and_describes_it():
         xs = r.to_xarray()
         assert not [k for k in xs.data_vars if xs[k].attrs["description"] == UNDESCRIBED]
         assert "curve_corr_head" in xs and "curve_vnorm" in xs
+        from attnsvm.report.text import _fmt, cell_summary
+
+        assert f"corr(v, v_mm)={_fmt(sc['corr_head'])}" in cell_summary(r)
 
 
 def test_fixed_head_cells_have_no_head_metrics():
     (r,) = run_cells([Cell(d=4, iterations=50)], device="cpu")
     assert r.head is None and "corr_head" not in r.scalars
+    from attnsvm.report.text import cell_summary
+
+    assert "corr(v, v_mm)" not in cell_summary(r)
 
 
 def _tiny_sweep(tmp_path, raw: dict):
