@@ -211,3 +211,26 @@ def test_joint_head_figure_and_caption_from_a_tiny_pipeline(tmp_path):
     assert any(
         x.startswith("trained head, *W* runs") for x in figure_module("joint_head").numbers(summary)
     )
+
+
+def test_kq_joint_training_the_ridge_takes_over_and_without_it_both_align():
+    """KQ with a trained head (docs/science.md §9): with the machine-epsilon ridge of §3 the
+    loss reaches ~1e-15, the ridge gradient wins and ||K Q^T|| collapses from its peak; with
+    ridge 0, K Q^T aligns with the nuclear Att-SVM of its selection and v with v_mm."""
+    from attnsvm.svm import solve_nuclear
+    from attnsvm.svm.constraints import att_svm_constraints
+
+    b, c = _batch("KQ", seeds=3, d=8, iterations=2000)
+    ridged = train_joint_stacked(b, c, device="cpu")
+    assert np.all(ridged.train.wnorm[:, -1] < ridged.train.wnorm.max(axis=1) / 10)
+    free = train_joint_stacked(b, c, device="cpu", ridge=0.0)
+    for s in range(3):
+        sm = free.train.softmax[s, -1]
+        assert sm.max(-1).min() >= 1 - 1e-3
+        alpha = sm.argmax(-1)
+        v_mm, _ = head_svm(b["X"][s], b["Y"][s], alpha)
+        v = free.v[s, -1]
+        assert v @ v_mm / (np.linalg.norm(v) * np.linalg.norm(v_mm)) > 0.99
+        nuc = solve_nuclear(att_svm_constraints(b["X"][s], b["Z"][s], alpha))
+        W = free.train.W[s, -1]
+        assert np.sum(W * nuc.W) / (np.linalg.norm(W) * np.linalg.norm(nuc.W)) > 0.95
