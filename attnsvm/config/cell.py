@@ -96,6 +96,7 @@ class Cell:
     rank_tol: float = 1e-6
     support_tol: float = 1e-5
     train: bool = True
+    train_head: bool = False
     task: str = "train"
     radius_min: float = 0.1
     radius_max: float = 100.0
@@ -143,9 +144,9 @@ class Cell:
         """Plain dict of the fields, JSON-serializable.
 
         ``task`` and the radii are left out for ``task="train"`` (their defaults), ``K``
-        for every task but ``ntp``, and the real-token fields for the other generators,
-        so cells written before these fields existed keep their description, digest
-        and blocks.
+        for every task but ``ntp``, the real-token fields for the other generators, and
+        ``heads``, ``norm_svms`` and ``train_head`` at their defaults, so cells written
+        before these fields existed keep their description, digest and blocks.
         """
         out = {name: getattr(self, name) for name in _FIELD_NAMES}  # asdict: 10x slower
         if self.task == "train":
@@ -163,6 +164,8 @@ class Cell:
             out.pop("heads")
         if not self.norm_svms:  # issue 15's field: cells without it keep their digests
             out.pop("norm_svms")
+        if not self.train_head:  # the fixed head (the default): digests as before the field
+            out.pop("train_head")
         return out
 
     @classmethod
@@ -231,6 +234,7 @@ FIELD_DOCS: dict[str, str] = {
     "rank_tol": "relative singular-value tolerance of ranks, in (0, 1) (docs/science.md 5)",
     "support_tol": "tolerance for active SVM constraints (support tokens), in (0, 1)",
     "train": "train by gradient descent; without it only the SVMs of the optimal tokens (E3)",
+    "train_head": "train the linear head v jointly with W or (K, Q) (docs/science.md 9)",
     "task": "regpath: norm-constrained minimizers along a radius grid instead of plain GD",
     "radius_min": "regpath only: smallest radius (> 0)",
     "radius_max": "regpath only: largest radius (> radius_min)",
@@ -329,6 +333,7 @@ FIELD_RULES: dict[str, FieldRule] = {
     "patch": FieldRule("int", {"ge": 2, "le": 4}, "2 or 4 (a patch side dividing 8)"),
     **{k: FieldRule("int", {"ge": 0, "le": 9}, "a digit 0..9") for k in _DIGIT_FIELDS},
     "norm_svms": FieldRule("bool", {}, "true or false"),
+    "train_head": FieldRule("bool", {}, "true or false"),
     "radius_min": _POSITIVE,
     "radius_max": _POSITIVE,
     "K": FieldRule("int", {"ge": 2, "le": MAX_SIZE}, "an integer >= 2", f"at most {MAX_SIZE}"),
@@ -387,6 +392,8 @@ def cross_field_problem(c: Any) -> str | None:
         return "task 'regpath' needs train: true and head 'linear'"
     if (problem := _ntp_problem(c)) is not None:
         return problem
+    if c.train_head and not (c.train and c.task == "train" and c.head == "linear"):
+        return "train_head needs train: true, task 'train' and head 'linear' (docs/science.md 9)"
     if c.attention in ("sequence", "causal") and c.head != "linear":
         return f"attention {c.attention!r} needs head 'linear', got {c.head!r}"
     if c.heads > 1 and (c.task, c.head, c.train) != ("train", "linear", True):

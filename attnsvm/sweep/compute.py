@@ -9,6 +9,7 @@ is recorded in that cell's result (status and message); it never stops the other
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import time
@@ -69,6 +70,8 @@ class CellResult:
     device: str = "cpu"
     mask: np.ndarray | None = None  # (n, T) attention mask of causal attention, else None
     heads: dict[str, np.ndarray] = field(default_factory=dict)  # heads > 1: per-head values
+    head: np.ndarray | None = None  # (C, d) v(k) of a trained head (train_head), else None
+    head_init: np.ndarray | None = None  # (d,) the initial v of a trained head, else None
 
     def __repr__(self) -> str:
         c, sc = self.cell, self.scalars
@@ -224,6 +227,7 @@ class _GroupRun:
     device: str = "cpu"
     seconds: float = 0.0  # training seconds per cell
     error: str = ""  # traceback of a failed training run
+    head: np.ndarray | None = None  # (S, C, d) v(k) of a trained head (train_head)
 
     @classmethod
     def untrained(cls, cells: list[Cell], datasets: list[Dataset]) -> _GroupRun:
@@ -274,6 +278,12 @@ class _GroupRun:
                     device=device,
                     **mask_kw,
                 )
+            elif c0.train_head:  # (W or KQ, v) jointly, docs/science.md §11
+                from attnsvm.gd.joint import train_joint_stacked
+
+                extra = dict(mask_kw, progress=None if bar is None else bar.update)
+                joint = train_joint_stacked(b, c0, device=device, **extra)
+                tr, self.head = joint.train, joint.v
             else:
                 extra = dict(mask_kw, progress=None if bar is None else bar.update)
                 tr = train_stacked(b, c0, device=device, **extra)
@@ -293,7 +303,14 @@ class _GroupRun:
         )
 
     def result(self, s: int, cell: Cell, ds: Dataset, mask: np.ndarray | None) -> CellResult:
-        """The result of seed ``s`` before its SVMs: trajectory, status, alpha = opt."""
+        """The result of seed ``s`` before its SVMs: trajectory, status, alpha = opt.
+
+        A trained head (docs/science.md §11) replaces the data's v by its final v, so token
+        scores, opt and the convergence type are those of the head GD ends with.
+        """
+        head_init = None
+        if self.head is not None and len(self.head[s]):
+            head_init, ds = ds.v, dataclasses.replace(ds, v=self.head[s, -1].copy())
         opt = _optimal(ds, mask)
         res = CellResult(
             cell=cell,
@@ -309,6 +326,8 @@ class _GroupRun:
             opt=opt,
             device=self.device,
             mask=mask,
+            head=None if head_init is None else self.head[s],
+            head_init=head_init,
         )
         res.timings["train"] = self.seconds
         if self.error:
@@ -508,6 +527,8 @@ def _measure_trajectory(res: CellResult, cons: dict, gamma: np.ndarray, alpha_is
         )
         if cell.param == "KQ" and cell.m is not None and cell.m < cell.d:
             _low_rank(res, cons["alpha"])
+        if res.head is not None:
+            _trained_head(res)
     else:
         _general_head(res, W_gd)
     res.timings["metrics"] = time.perf_counter() - t1
@@ -592,3 +613,34 @@ def _low_rank(res: CellResult, cons) -> None:
     curve = M.corr_batch(res.W, lr.W[None]) if lr.W is not None else np.full(len(res.W), np.nan)
     res.curves["corr_lowrank_alpha"] = curve
     sc["corr_lowrank_alpha"] = float(curve[-1])
+
+
+def _trained_head(res: CellResult) -> None:
+    """Metrics of a trained head (docs/science.md §11): corr of v(k) with the max-margin head
+    ``v_mm`` of the finally attended tokens ``x_{i,alpha_i}`` (:func:`attnsvm.svm.head.head_svm`),
+    its feasibility and margin, ``||v(k)||``, GD's head margin, and whether alpha is the
+    optimal selection of the initial head.
+
+    Scalars ``corr_head``, ``head_feasible``, ``head_svm_margin``, ``head_margin``,
+    ``vnorm``, ``alpha_is_opt_init``; curves ``corr_head`` and ``vnorm``.
+    """
+    from attnsvm.gd.data import Dataset
+    from attnsvm.svm.head import head_svm
+
+    ds, sc, V = res.data, res.scalars, res.head
+    t0 = time.perf_counter()
+    v_mm, svm = head_svm(ds.X, ds.Y, res.alpha)
+    res.timings["solve_head"] = time.perf_counter() - t0
+    vnorm = np.linalg.norm(V, axis=-1)
+    res.curves["vnorm"] = vnorm
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = V @ v_mm / (vnorm * np.linalg.norm(v_mm)) if v_mm is not None else np.nan * vnorm
+        attended = ds.X[np.arange(ds.n), res.alpha]
+        sc["head_margin"] = float(np.min(ds.Y * (attended @ V[-1])) / vnorm[-1])
+    res.curves["corr_head"] = corr
+    sc["corr_head"] = float(corr[-1])
+    sc["head_feasible"] = _feasible_flag(svm)
+    sc["head_svm_margin"] = 1.0 / svm.objective if svm.solved else np.nan
+    sc["vnorm"] = float(vnorm[-1])
+    init = Dataset(ds.X, ds.Y, ds.Z, res.head_init)
+    sc["alpha_is_opt_init"] = float(np.array_equal(res.alpha, _optimal(init, res.mask)))

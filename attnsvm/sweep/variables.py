@@ -67,7 +67,12 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
     "X": ("tokens", None, "tokens x_it of example i (docs/science.md section 1)"),
     "Y": ("labels", None, "label y_i in {-1, +1} of example i (+1 for task ntp: opt)"),
     "Z": ("queries", None, "query z_i of example i"),
-    "v": ("head vector", None, "fixed linear head v"),
+    "v": (
+        "head vector",
+        None,
+        "linear head v: the fixed head, or the final v of a trained "
+        "head (train_head, docs/science.md section 11)",
+    ),
     "V": ("relu head matrix", None, "matrix V of the relu head (relu generator only)"),
     "alpha": (
         "selected tokens",
@@ -187,6 +192,32 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
         "share of examples on which every head selects the same token (section 12)",
     ),
     "head_global_share": ("heads selecting opt", "1", "share of heads with alpha_h = opt"),
+    # trained head (section 11)
+    "corr_head": (
+        "corr with the max-margin head",
+        "1",
+        "corr(v, v_mm) = <v, v_mm> / (||v|| ||v_mm||) with v_mm the hard-margin SVM of the "
+        "attended tokens x_{i,alpha_i} with labels Y_i (docs/science.md section 11); NaN when "
+        "they are not separable",
+    ),
+    "head_feasible": (
+        "max-margin head feasible",
+        None,
+        "1 if the attended tokens are linearly separable through the origin (v_mm certified), "
+        "0 if not, NaN if not solved",
+    ),
+    "head_svm_margin": ("max-margin head margin", None, "1 / ||v_mm||, the largest margin"),
+    "head_margin": (
+        "GD head margin",
+        None,
+        "min_i Y_i v^T x_{i,alpha_i} / ||v|| of the final head v (section 11)",
+    ),
+    "vnorm": ("head norm", None, "||v(k)|| of the trained head"),
+    "alpha_is_opt_init": (
+        "alpha = opt of the initial head",
+        None,
+        "1 if GD's selection is the optimal selection of the initial head v(0) (section 11)",
+    ),
     "curve_radius": ("radius R", None, "radius of the regularization path at this checkpoint"),
     "curve_gd_margin": (
         "GD margin",
@@ -255,6 +286,7 @@ COORDS: dict[str, tuple[str, str | None, str]] = {
     "iterations": ("iterations", None, "GD iterations"),
     "dtype": ("dtype", None, "floating point type of training"),
     "task": ("task", None, "train (GD), regpath (regularization path) or ntp (section 8)"),
+    "train_head": ("trained head", None, "1: v trained jointly (docs/science.md section 11)"),
     "K": ("vocabulary size K", None, "tokens of the NTP vocabulary (docs/science.md section 8)"),
     "patch": ("patch side", None, "digits / photos: side of the square patches (tokens)"),
     "positional": ("positional encoding", None, "digits / photos: one-hot position appended"),
