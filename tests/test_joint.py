@@ -144,23 +144,23 @@ def test_run_cells_with_a_trained_head_measures_and_describes_it():
         np.testing.assert_array_equal(r.opt, optimal_tokens(r.data))
         assert sc["alpha_is_opt_init"] == float(np.array_equal(r.alpha, optimal_tokens(ds0)))
         v_mm, svm = head_svm(r.data.X, r.data.Y, r.alpha)
-        assert sc["head_feasible"] == float(svm.solved)
+        assert sc["vmm_feasible"] == float(svm.solved)
         if svm.solved:
             corr = r.head[-1] @ v_mm / np.linalg.norm(r.head[-1]) / np.linalg.norm(v_mm)
-            assert sc["corr_head"] == pytest.approx(corr, rel=1e-12)
-            assert sc["head_svm_margin"] == pytest.approx(1 / np.linalg.norm(v_mm), rel=1e-9)
+            assert sc["corr_v"] == pytest.approx(corr, rel=1e-12)
+            assert sc["vmm_margin"] == pytest.approx(1 / np.linalg.norm(v_mm), rel=1e-9)
         assert sc["vnorm"] == pytest.approx(np.linalg.norm(r.head[-1]))
         xs = r.to_xarray()
         assert not [k for k in xs.data_vars if xs[k].attrs["description"] == UNDESCRIBED]
-        assert "curve_corr_head" in xs and "curve_vnorm" in xs
+        assert "curve_corr_v" in xs and "curve_vnorm" in xs
         from attnsvm.report.text import _fmt, cell_summary
 
-        assert f"corr(v, v_mm)={_fmt(sc['corr_head'])}" in cell_summary(r)
+        assert f"corr(v, v_mm)={_fmt(sc['corr_v'])}" in cell_summary(r)
 
 
 def test_fixed_head_cells_have_no_head_metrics():
     (r,) = run_cells([Cell(d=4, iterations=50)], device="cpu")
-    assert r.head is None and "corr_head" not in r.scalars
+    assert r.head is None and "corr_v" not in r.scalars
     from attnsvm.report.text import cell_summary
 
     assert "corr(v, v_mm)" not in cell_summary(r)
@@ -199,7 +199,7 @@ def test_joint_head_figure_and_caption_from_a_tiny_pipeline(tmp_path):
     text = cap.read_text()
     publish_parts(text, writer="html", settings_overrides={"halt_level": 2})
     # the caption's corr(v, v_mm) numbers are the summary's, per d
-    want = summary["corr_head_mean"].sel(param="W", train_head=True)
+    want = summary["corr_v_mean"].sel(param="W", train_head=True)
     line = "; ".join(f"d = {d}: {fmt(want.sel(d=d).item())}" for d in (2, 4))
     assert f"trained head, *W* runs, final corr(v, v_mm): {line}; saturated share" in text
     plt.close(figure_module("joint_head").plot(sweep, summary))

@@ -94,11 +94,11 @@ def cell_summary(res: CellResult) -> str:
             f"support       share of non-selected tokens that are support vectors: "
             f"{_fmt(sc['support_share'])}; SVM margin 1/||W_mm||_F = {_fmt(sc.get('svm_margin'))}"
         )
-    if "corr_head" in sc:  # trained head, docs/science.md §11
+    if "corr_v" in sc:  # trained head, docs/science.md §11
         lines.append(
-            f"head          trained: corr(v, v_mm)={_fmt(sc['corr_head'])}  "
-            f"||v||={_fmt(sc.get('vnorm'))}  margin={_fmt(sc.get('head_margin'))} "
-            f"(max {_fmt(sc.get('head_svm_margin'))})  alpha==opt of v(0): "
+            f"head          trained: corr(v, v_mm)={_fmt(sc['corr_v'])}  "
+            f"||v||={_fmt(sc.get('vnorm'))}  margin={_fmt(sc.get('v_margin'))} "
+            f"(max {_fmt(sc.get('vmm_margin'))})  alpha==opt of v(0): "
             f"{bool(sc.get('alpha_is_opt_init'))}"
         )
     if res.gen is not None:

@@ -621,8 +621,8 @@ def _trained_head(res: CellResult) -> None:
     its feasibility and margin, ``||v(k)||``, GD's head margin, and whether alpha is the
     optimal selection of the initial head.
 
-    Scalars ``corr_head``, ``head_feasible``, ``head_svm_margin``, ``head_margin``,
-    ``vnorm``, ``alpha_is_opt_init``; curves ``corr_head`` and ``vnorm``.
+    Scalars ``corr_v``, ``vmm_feasible``, ``vmm_margin``, ``v_margin``,
+    ``vnorm``, ``alpha_is_opt_init``; curves ``corr_v`` and ``vnorm``.
     """
     from attnsvm.gd.data import Dataset
     from attnsvm.svm.head import head_svm
@@ -636,11 +636,11 @@ def _trained_head(res: CellResult) -> None:
     with np.errstate(invalid="ignore", divide="ignore"):
         corr = V @ v_mm / (vnorm * np.linalg.norm(v_mm)) if v_mm is not None else np.nan * vnorm
         attended = ds.X[np.arange(ds.n), res.alpha]
-        sc["head_margin"] = float(np.min(ds.Y * (attended @ V[-1])) / vnorm[-1])
-    res.curves["corr_head"] = corr
-    sc["corr_head"] = float(corr[-1])
-    sc["head_feasible"] = _feasible_flag(svm)
-    sc["head_svm_margin"] = 1.0 / svm.objective if svm.solved else np.nan
+        sc["v_margin"] = float(np.min(ds.Y * (attended @ V[-1])) / vnorm[-1])
+    res.curves["corr_v"] = corr
+    sc["corr_v"] = float(corr[-1])
+    sc["vmm_feasible"] = _feasible_flag(svm)
+    sc["vmm_margin"] = 1.0 / svm.objective if svm.solved else np.nan
     sc["vnorm"] = float(vnorm[-1])
     init = Dataset(ds.X, ds.Y, ds.Z, res.head_init)
     sc["alpha_is_opt_init"] = float(np.array_equal(res.alpha, _optimal(init, res.mask)))

@@ -193,21 +193,21 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
     ),
     "head_global_share": ("heads selecting opt", "1", "share of heads with alpha_h = opt"),
     # trained head (section 11)
-    "corr_head": (
+    "corr_v": (
         "corr with the max-margin head",
         "1",
         "corr(v, v_mm) = <v, v_mm> / (||v|| ||v_mm||) with v_mm the hard-margin SVM of the "
         "attended tokens x_{i,alpha_i} with labels Y_i (docs/science.md section 11); NaN when "
         "they are not separable",
     ),
-    "head_feasible": (
+    "vmm_feasible": (
         "max-margin head feasible",
         None,
         "1 if the attended tokens are linearly separable through the origin (v_mm certified), "
         "0 if not, NaN if not solved",
     ),
-    "head_svm_margin": ("max-margin head margin", None, "1 / ||v_mm||, the largest margin"),
-    "head_margin": (
+    "vmm_margin": ("max-margin head margin", None, "1 / ||v_mm||, the largest margin"),
+    "v_margin": (
         "GD head margin",
         None,
         "min_i Y_i v^T x_{i,alpha_i} / ||v|| of the final head v (section 11)",

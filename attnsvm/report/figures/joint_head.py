@@ -22,7 +22,7 @@ from attnsvm.report import sweepdata as sd
 from attnsvm.report.figures import Figure
 from attnsvm.report.figures import e6 as E6
 
-VARIABLES = (*E6.VARIABLES, "corr_head", "head_feasible", "alpha_is_opt_init")
+VARIABLES = (*E6.VARIABLES, "corr_v", "vmm_feasible", "alpha_is_opt_init")
 HEADS = {False: "fixed head", True: "trained head"}
 LINES = {False: "-", True: "--"}
 
@@ -56,7 +56,7 @@ def _draw_lines(ax_w, ax_v, sweep, params, heads, d_values) -> None:
             ax_w.plot(x, y, LINES[h], color=color, marker="o", ms=3, label=f"{p}, {HEADS[h]}")
         if True in heads:
             run = _at(sweep, True)
-            y = _mean_per_d(run, "corr_head", p, d_values)
+            y = _mean_per_d(run, "corr_v", p, d_values)
             ax_v.plot(
                 x, y, "-", color=color, marker="o", ms=3, label=rf"{p}: corr($v$, $v_{{mm}}$)"
             )
@@ -150,7 +150,7 @@ def numbers(summary: xr.Dataset) -> list[str]:
             if h:
                 out.append(
                     f"trained head, *{p}* runs, final corr(v, v_mm): "
-                    + captions.per_point(sub, "corr_head_mean", ["d"], param=p)
+                    + captions.per_point(sub, "corr_v_mean", ["d"], param=p)
                     + "; saturated share: "
                     + captions.per_point(sub, "saturated_mean", ["d"], param=p)
                 )
@@ -180,7 +180,7 @@ FIGURE = Figure(
         "share_convergence",
         "corr_fro_alpha_mean",
         "corr_nuc_alpha_mean",
-        "corr_head_mean",
+        "corr_v_mean",
         "saturated_mean",
     ),
 )
