@@ -203,3 +203,21 @@ def test_cuda_agrees_with_cpu_and_per_instance_route():
     _assert_agree(conss, gpu, cpu)
     _assert_agree(conss, gpu, [solve_frobenius(c) for c in conss])
     assert stats.certified >= 2090
+
+
+def test_answers_do_not_depend_on_the_batch_or_the_route():
+    """The stored W is a function of the constraint rows alone (canonical_dual): the same bits
+    in a batch of 300, of 7, alone, and from the per-instance route, so a cell's SVM does not
+    change with how its block was packed (which instances share a batch)."""
+    rng = np.random.default_rng(7)
+    conss = [_random(rng, 6, 8, 10) for _ in range(300)]
+    whole, _ = SB.solve_frobenius_batched(conss)
+    some, _ = SB.solve_frobenius_batched(conss[100:107])
+    reference = [solve_frobenius(c) for c in conss[100:107]]
+    assert all(r.solver == SB.SOLVER for r in whole + some)
+    assert {r.solver for r in reference} == {"nnls-dual"}
+    for i in range(7):
+        alone = SB.solve_frobenius_batched([conss[100 + i]])[0][0]
+        for other in (some[i], alone, reference[i]):
+            np.testing.assert_array_equal(whole[100 + i].W, other.W)
+    assert sum("canonical_dual" in r.message for r in whole) == len(whole)

@@ -206,6 +206,51 @@ def certificate(
     return W, viol, float(gap)
 
 
+#: multipliers above this fraction of the largest one form the support of a canonical answer
+CANONICAL_SUPPORT_TOL = 1e-7
+
+
+def canonical_dual(
+    cons: Constraints, lam: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(W, lam)`` solved exactly on the support of ``lam``, the same way whichever route found
+    that support (docs/science.md §4, the dual of Att-SVM).
+
+    Routes reach the same support with multipliers that differ in the last bits (scipy's NNLS,
+    the batched pivoting of :mod:`attnsvm.svm.frobenius_batched`, whose rounding depends on
+    which instances share its batch). Re-solving ``G_SS lam_S = rhs_S`` on that support with
+    one Cholesky factorization makes the stored W a function of the constraint rows alone, so
+    that a cell gets the same bits however its block was packed. Inequality-only systems;
+    None when the support's Gram matrix is not positive definite or a multiplier comes out
+    negative (the caller keeps the route's own answer).
+    """
+    if lam is None or cons.equality.any() or lam.shape != (cons.n_rows,):
+        return None
+    if not np.all(np.isfinite(lam)) or not lam.max(initial=0.0) > 0:
+        return None
+    S = lam > CANONICAL_SUPPORT_TOL * lam.max()
+    left, right = cons.left[S], cons.right[S]
+    L, info = lapack.dpotrf((left @ left.T) * (right @ right.T), lower=1)
+    if info != 0:
+        return None
+    lam_S, info = lapack.dpotrs(L, cons.rhs[S], lower=1)
+    if info != 0 or not np.all(lam_S >= 0):
+        return None
+    full = np.zeros(cons.n_rows)
+    full[S] = lam_S
+    return _lift_dual(cons, full), full
+
+
+def certified_canonical(cons: Constraints, lam: np.ndarray | None):
+    """:func:`canonical_dual`'s answer as ``(W scaled onto the feasible set, lam)`` when it
+    passes :func:`certificate`, else None."""
+    answer = canonical_dual(cons, lam)
+    if answer is None:
+        return None
+    W, viol, gap = certificate(cons, *answer)
+    return (W, answer[1]) if viol <= VERIFY_TOL and gap <= GAP_TOL else None
+
+
 #: relative slack below which a row counts as active when polishing on the active set
 ACTIVE_TOLS = (1e-7, 1e-5, 1e-3)
 
@@ -482,6 +527,10 @@ def _solve_routes(cons: Constraints, routes, t0: float) -> SVMResult:
                 W, viol, gap = certificate(cons, W, lam)
                 if viol <= VERIFY_TOL and gap <= GAP_TOL:
                     notes.append(f"{how}: violation {viol:.1e}, certified gap {gap:.1e}")
+                    canonical = certified_canonical(cons, lam) if name.endswith("-dual") else None
+                    if canonical is not None:
+                        W = canonical[0]
+                        notes.append("re-solved on its support (canonical_dual)")
                     return _result(W, "optimal", np.linalg.norm(W), name, t0, "; ".join(notes))
                 if best is None or (viol, gap) < best[:2]:
                     best = (viol, gap, W, name)

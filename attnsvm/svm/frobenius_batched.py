@@ -60,6 +60,7 @@ from attnsvm.svm.frobenius import (
     VERIFY_TOL,
     SVMResult,
     certificate,
+    certified_canonical,
     polish_active,
     solve_frobenius,
 )
@@ -340,6 +341,9 @@ def _certified_result(
         W, viol, gap = certificate(cons, W, lam)
         if viol <= VERIFY_TOL and gap <= CERTIFIED_GAP_TOL:
             msg = f"{SOLVER}, {how}: violation {viol:.1e}, certified gap {gap:.1e}"
+            canonical = certified_canonical(cons, lam)
+            if canonical is not None:  # the bits of the per-instance route's answer
+                W, msg = canonical[0], msg + "; re-solved on its support (canonical_dual)"
             return SVMResult(W, "optimal", float(np.linalg.norm(W)), SOLVER, 0.0, msg)
     return None
 
