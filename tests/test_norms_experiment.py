@@ -19,7 +19,7 @@ def test_norm_svms_field_keeps_existing_cells_and_is_refused_for_ntp():
     with pytest.raises(CellError, match="norm_svms"):
         Cell(task="ntp", generator="ntp_acyclic", T=4, K=6, norm_svms=True)
     with pytest.raises(CellError, match="optimizer must be one of"):
-        Cell(optimizer="polyak")
+        Cell(optimizer="rmsprop")  # polyak is one now (docs/science.md §10)
 
 
 def test_trained_cell_measures_every_norm_and_its_own_svm_has_ratio_at_most_one():

@@ -103,3 +103,66 @@ def test_each_rule_trains_bit_reproducibly_and_lowers_the_loss(name, param):
     one = train_cells(cells[1:2], device="cpu")  # a seed does not depend on its batch
     np.testing.assert_allclose(one.W[0], a.W[1], rtol=1e-12, atol=1e-14)
     assert stack_cells(cells)["X"].shape[0] == 3
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 4), (2, 3, 4, 2)])
+def test_polyak_step_by_hand(shape):
+    """``lr (L - L*) / ||G||^2 G`` per seed (||G|| over K and Q together), 0 at the floor,
+    its length capped at POLYAK_MAX_STEP."""
+    from attnsvm.gd.optimizers import POLYAK_MAX_STEP
+
+    G = _grads(shape, 1)[0]
+    seeds = shape[-3]
+    loss = torch.as_tensor(RNG.uniform(0.5, 1.0, seeds))
+    rule = _rule("polyak", 0.7, torch.zeros(shape, dtype=torch.float64), loss)
+    floor = loss.clone()
+    floor[0] = loss[0] - 0.25  # seed 0 above its floor, the others at it
+    rule.state["floor"] = floor
+    step = rule(G.clone()).numpy()
+    g = G.numpy()
+    seed_g = [g[..., s, :, :] for s in range(seeds)]  # (factor,) d, m of one seed
+    want0 = 0.7 * 0.25 / np.sum(seed_g[0] ** 2) * seed_g[0]
+    np.testing.assert_allclose(step[..., 0, :, :], want0, rtol=1e-12)
+    assert not step[..., 1:, :, :].any()
+    rule.state["floor"] = floor - 1e9  # a huge gap: the step is cut to the cap
+    capped = rule(G.clone()).numpy()[..., 0, :, :]
+    assert np.linalg.norm(capped) == pytest.approx(POLYAK_MAX_STEP)
+
+
+def test_polyak_floor_is_the_loss_infimum_of_the_fixed_head():
+    """L* = mean_i log(1 + exp(-max_t Y_i v^T x_it)) lies below the loss at any W, and W
+    along the Att-SVM direction of the optimal tokens approaches it."""
+    from attnsvm.gd.model import loss_fn
+    from attnsvm.gd.optimizers import loss_floor
+    from attnsvm.svm.constraints import att_svm_constraints
+    from attnsvm.svm.frobenius import solve_frobenius
+
+    cells = [Cell(seed=s, n=4, T=5, d=8) for s in range(3)]
+    data = stack_cells(cells)
+    X, Y, Z, v = (torch.as_tensor(data[k]) for k in ("X", "Y", "Z", "v"))
+    floor = loss_floor((X, Y, Z, v, None), {"head": "linear"})
+    gamma = Y.numpy()[..., None] * np.einsum("sntd,sd->snt", X.numpy(), v.numpy())
+    np.testing.assert_allclose(floor.numpy(), np.log1p(np.exp(-gamma.max(-1))).mean(-1))
+    opts = dict(param="W", head="linear", lam=0.0, ridge=0.0, stable=True)
+    for _ in range(20):
+        W = torch.as_tensor(RNG.standard_normal((3, 8, 8)) * 5)
+        loss, _ = loss_fn({"W": W}, X, Y, Z, v, None, **opts)
+        assert (loss >= floor).all()
+    for s in range(3):  # d >= max(T - 1, n): the SVM of opt is feasible
+        opt = gamma[s].argmax(-1)
+        svm = solve_frobenius(att_svm_constraints(X[s].numpy(), Z[s].numpy(), opt))
+        assert svm.status == "optimal"
+        far = torch.as_tensor(50.0 * svm.W / np.linalg.norm(svm.W))[None]
+        loss, _ = loss_fn({"W": far}, X[s : s + 1], Y[s : s + 1], Z[s : s + 1],
+                          v[s : s + 1], None, **opts)  # fmt: skip
+        assert float(loss[0]) == pytest.approx(float(floor[s]), rel=1e-6)
+
+
+def test_polyak_is_refused_where_its_floor_is_undefined():
+    from attnsvm.config.cell import CellError
+
+    for bad in (dict(head="relu", generator="relu"), dict(attention="causal"), dict(heads=2),
+                dict(train_head=True)):  # fmt: skip
+        with pytest.raises(CellError, match="polyak"):
+            Cell(optimizer="polyak", **bad)
+    Cell(optimizer="polyak", attention="self")  # cross and self attention are fine

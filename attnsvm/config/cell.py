@@ -30,7 +30,9 @@ PARAMS = ("W", "KQ")
 ATTENTIONS = ("cross", "self", "sequence", "causal")
 TASKS = ("train", "regpath", "ntp")
 INITS = ("uniform", "zero")
-OPTIMIZERS = ("normalized", "plain", "sign", "adam", "spectral", "mirror1p5", "mirror3")
+OPTIMIZERS = (
+    *("normalized", "plain", "sign", "adam", "spectral", "mirror1p5", "mirror3", "polyak"),
+)
 DTYPES = ("float64", "float32")
 SPACINGS = ("log", "linear")
 
@@ -221,7 +223,7 @@ FIELD_DOCS: dict[str, str] = {
     "query over all tokens / the tokens up to it (docs/science.md 1, 4)",
     "init": "U(-1/sqrt(d), 1/sqrt(d)), or W = 0 / (K = 0.1 N(0,1), Q = 0) (docs/science.md 3)",
     "optimizer": "normalized or plain full-batch gradient descent (docs/science.md 3); sign, "
-    "adam, spectral, mirror1p5, mirror3 (docs/science.md 10)",
+    "adam, spectral, mirror1p5, mirror3, polyak (docs/science.md 10)",
     "lr": "step size eta (> 0)",
     "iterations": "gradient descent steps",
     "checkpoint_spacing": "checkpoint iterations log-spaced, or every iterations/count",
@@ -393,7 +395,7 @@ def cross_field_problem(c: Any) -> str | None:
     if (problem := _ntp_problem(c)) is not None:
         return problem
     if c.train_head and not (c.train and c.task == "train" and c.head == "linear"):
-        return "train_head needs train: true, task 'train' and head 'linear' (docs/science.md 9)"
+        return "train_head needs train: true, task 'train' and head 'linear' (docs/science.md 11)"
     if c.attention in ("sequence", "causal") and c.head != "linear":
         return f"attention {c.attention!r} needs head 'linear', got {c.head!r}"
     if c.heads > 1 and (c.task, c.head, c.train) != ("train", "linear", True):
@@ -402,7 +404,23 @@ def cross_field_problem(c: Any) -> str | None:
         return f"heads > 1 needs attention 'cross' or 'self', got {c.attention!r}"
     if c.head == "relu" and c.generator != "relu":
         return f"head 'relu' needs generator 'relu' (it draws V), got {c.generator!r}"
+    if c.optimizer == "polyak" and not _polyak_ok(c):
+        return (
+            "optimizer 'polyak' needs task 'train', head 'linear', attention 'cross' or 'self', "
+            "one attention head and a fixed head (its loss floor, docs/science.md 10)"
+        )
     return None
+
+
+def _polyak_ok(c: Any) -> bool:
+    """Whether the Polyak step's loss floor is defined for ``c`` (docs/science.md §10)."""
+    return (
+        c.task == "train"
+        and c.head == "linear"
+        and c.attention in ("cross", "self")
+        and c.heads == 1
+        and not c.train_head
+    )
 
 
 def _ntp_problem(c: Any) -> str | None:

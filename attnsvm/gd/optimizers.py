@@ -2,7 +2,8 @@
 
 For linear models, normalized steepest descent in a norm converges in direction to the
 max-margin solution in that norm (sign descent and Adam: the entrywise max norm; spectral
-descent: the spectral norm; l_p mirror descent: the l_p norm). These rules let the batched
+descent: the spectral norm; l_p mirror descent: the l_p norm; Polyak's step size on GD: the
+Frobenius norm, as GD). These rules let the batched
 loop of :mod:`attnsvm.gd.train` run them on attention, seeds batched on a leading axis and
 seeds never interacting (every reduction stays within one seed's matrix).
 
@@ -23,9 +24,11 @@ import torch
 from torch import Tensor
 
 #: the step rules of this module (Cell.optimizer values; docs/science.md §10)
-STEEPEST = ("sign", "adam", "spectral", "mirror1p5", "mirror3")
-# No Polyak step: its size (L - L*) / ||G||^2 needs the loss infimum L*, which for attention
-# with a fixed head is positive and depends on the selection GD ends in (docs/science.md §10).
+STEEPEST = ("sign", "adam", "spectral", "mirror1p5", "mirror3", "polyak")
+#: longest Polyak step (Frobenius norm over the parameters of a seed): a run heading to a
+#: non-optimal selection keeps L - L* > 0 while its gradient vanishes, and its Polyak step
+#: would grow without bound (docs/science.md §10)
+POLYAK_MAX_STEP = 1e3
 #: p of the l_p mirror-descent rules
 MIRROR_P = {"mirror1p5": 1.5, "mirror3": 3.0}
 #: the norm each rule's linear theory predicts (attnsvm.svm.norms name; fro: Frobenius)
@@ -37,6 +40,7 @@ PREDICTED_NORM = {
     "spectral": "spec",
     "mirror1p5": "l1p5",
     "mirror3": "l3",
+    "polyak": "fro",
 }
 #: Adam's betas (torch.optim.Adam's defaults)
 ADAM_BETAS = (0.9, 0.999)
@@ -97,6 +101,12 @@ class StepRule:
         self.loss: Tensor | None = None
         self.state: dict[str, Tensor] = {}
 
+    def attach(self, data: tuple, options: dict) -> None:
+        """Give the rule its problem before the first step: the Polyak step's per-seed loss
+        floor :func:`loss_floor` (the other rules need nothing)."""
+        if self.optimizer == "polyak":
+            self.state["floor"] = loss_floor(data, options)
+
     def observe(self, evaluate: Evaluate) -> Evaluate:
         """``evaluate`` that also records ``theta`` and the loss for the next :meth:`step`."""
 
@@ -128,6 +138,24 @@ class StepRule:
         denom = (v.sqrt() / bc2**0.5).add_(ADAM_EPS)
         return (self.lr / bc1) * m / denom
 
+    def _polyak(self, G: Tensor) -> Tensor:
+        """``lr (L - L*) / ||G||^2 G`` per seed, its length capped at ``POLYAK_MAX_STEP``."""
+        floor = self.state.get("floor")
+        if floor is None or self.loss is None:
+            raise RuntimeError("the Polyak step needs attach() and observe() before a step")
+        seed_axis = 1 if G.dim() == 4 else 0  # KQ: (2, S, d, m); W: (S, d, d)
+        dims = tuple(i for i in range(G.dim()) if i != seed_axis)
+        shape = [1] * G.dim()
+        shape[seed_axis] = -1
+        # ||G|| per seed over all its parameters, scaled by max |G| against under/overflow
+        m = G.abs().amax(dim=dims).clamp_min(torch.finfo(G.dtype).tiny)
+        nrm = m * torch.sqrt(((G / m.reshape(shape)) ** 2).sum(dim=dims))
+        safe = torch.where(nrm > 0, nrm, torch.ones_like(nrm))
+        gap = (self.loss - floor).clamp_min(0.0)
+        eta = torch.where(nrm > 0, self.lr * (gap / safe) / safe, torch.zeros_like(nrm))
+        eta = torch.minimum(eta, POLYAK_MAX_STEP / safe)
+        return eta.reshape(shape) * G
+
     def _mirror(self, G: Tensor) -> Tensor:
         p = MIRROR_P[self.optimizer]
         W = self.theta
@@ -136,6 +164,22 @@ class StepRule:
         phi = self.state["phi"]
         phi -= self.lr * unit_frobenius(G)
         return W - mirror_inverse(phi, p)
+
+
+def loss_floor(data: tuple, options: dict) -> Tensor:
+    """Per seed, the infimum of the ERM loss over W for the fixed linear head (docs/science.md
+    §10): ``L* = mean_i log(1 + exp(-max_t Y_i v^T x_it))``.
+
+    The model's output is a convex combination of the tokens, so ``Y_i f_i <= max_t gamma_it``
+    with ``gamma_it = Y_i v^T x_it``, and the logistic loss is decreasing: no W does better,
+    and W along the Att-SVM direction of the optimal tokens approaches L* when that SVM is
+    feasible. ``data``: (X, Y, Z, v, V) of :mod:`attnsvm.gd.train`, cross or self attention.
+    """
+    if options.get("head", "linear") != "linear" or options.get("mask") is not None:
+        raise ValueError("the Polyak step needs a linear head and cross or self attention")
+    X, Y, _, v, _ = data
+    gamma = Y[..., None] * torch.einsum("sntd,sd->snt", X, v)
+    return torch.nn.functional.softplus(-gamma.amax(dim=-1)).mean(dim=-1)
 
 
 def make_rule(optimizer: str, lr: float) -> functools.partial:

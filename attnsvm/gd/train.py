@@ -340,6 +340,7 @@ def _train_all(
         evaluate, rule = p.objective(gradient), step
         if isinstance(step, functools.partial):  # a stateful rule: fresh state per pass
             rule = step()
+            rule.attach(p.data, p.options)
             evaluate = rule.observe(evaluate)
         return _descend(evaluate, p.theta0, rule, ks, iterations,
                         freeze=freeze, n=n, T=T, progress=progress)  # fmt: skip
