@@ -147,14 +147,17 @@ class StepRule:
         dims = tuple(i for i in range(G.dim()) if i != seed_axis)
         shape = [1] * G.dim()
         shape[seed_axis] = -1
-        # ||G|| per seed over all its parameters, scaled by max |G| against under/overflow
+        # the step is length x unit direction: ||eta G|| = lr (L - L*) / ||G||, computed with
+        # G scaled by its largest entry, so that neither a tiny nor a huge G under/overflows
         m = G.abs().amax(dim=dims).clamp_min(torch.finfo(G.dtype).tiny)
-        nrm = m * torch.sqrt(((G / m.reshape(shape)) ** 2).sum(dim=dims))
-        safe = torch.where(nrm > 0, nrm, torch.ones_like(nrm))
+        Gs = G / m.reshape(shape)
+        unit_norm = torch.sqrt((Gs * Gs).sum(dim=dims))  # ||G|| / m, in [1, sqrt(size)] or 0
+        nrm = m * unit_norm
         gap = (self.loss - floor).clamp_min(0.0)
-        eta = torch.where(nrm > 0, self.lr * (gap / safe) / safe, torch.zeros_like(nrm))
-        eta = torch.minimum(eta, POLYAK_MAX_STEP / safe)
-        return eta.reshape(shape) * G
+        length = torch.clamp(self.lr * gap / nrm, max=POLYAK_MAX_STEP)  # inf / nan where G = 0
+        length = torch.where(unit_norm > 0, length, torch.zeros_like(length))
+        safe = torch.where(unit_norm > 0, unit_norm, torch.ones_like(unit_norm))
+        return (length / safe).reshape(shape) * Gs
 
     def _mirror(self, G: Tensor) -> Tensor:
         p = MIRROR_P[self.optimizer]
