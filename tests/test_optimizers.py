@@ -127,6 +127,11 @@ def test_polyak_step_by_hand(shape):
     rule.state["floor"] = floor - 1e9  # a huge gap: the step is cut to the cap
     capped = rule(G.clone()).numpy()[..., 0, :, :]
     assert np.linalg.norm(capped) == pytest.approx(POLYAK_MAX_STEP)
+    rule.state["floor"] = floor  # a vanishing gradient (saturated attention): capped, finite
+    tiny = rule(G.clone() * 1e-200).numpy()
+    assert np.isfinite(tiny).all()
+    assert np.linalg.norm(tiny[..., 0, :, :]) == pytest.approx(POLYAK_MAX_STEP)
+    assert not rule(torch.zeros(shape, dtype=torch.float64)).any()  # G = 0: no step
 
 
 def test_polyak_floor_is_the_loss_infimum_of_the_fixed_head():
