@@ -12,6 +12,7 @@ from attnsvm.gd.model import loss_fn, pack, unpack
 from attnsvm.gd.train import stack_cells, train_stacked
 from attnsvm.svm.head import head_svm
 from attnsvm.sweep.compute import run_cells
+from tests.workflow_helpers import tiny_sweep
 
 
 def _batch(param: str, seeds: int = 3, **kw) -> tuple[dict, Cell]:
@@ -167,20 +168,7 @@ def test_fixed_head_cells_have_no_head_metrics():
 
 
 def _tiny_sweep(tmp_path, raw: dict):
-    from attnsvm.config.grid import parse_experiment
-    from attnsvm.sweep.collect import collect_sweep
-    from attnsvm.sweep.summary import summarize
-    from attnsvm.sweep.worker import write_block
-
-    exp = parse_experiment("t_joint", {**raw, "seeds": 2, "figures": ["joint_head"]}, 64)
-    paths = {
-        b.name: write_block(
-            b.cells, tmp_path / f"{b.name}.zarr", experiment=exp.name, block=b.name, device="cpu"
-        )  # fmt: skip
-        for b in exp.blocks()
-    }
-    sweep = collect_sweep(exp, paths)
-    return sweep, summarize(sweep)
+    return tiny_sweep(tmp_path, "t_joint", {**raw, "seeds": 2, "figures": ["joint_head"]})
 
 
 def test_joint_head_figure_and_caption_from_a_tiny_pipeline(tmp_path):

@@ -54,24 +54,13 @@ def test_norms_figure_renders_from_tiny_pipeline(tmp_path):
     import matplotlib.pyplot as plt
     from docutils.core import publish_parts
 
-    from attnsvm.config.grid import parse_experiment
     from attnsvm.report.figures import figure_module, make_figure
-    from attnsvm.sweep.collect import collect_sweep
-    from attnsvm.sweep.summary import summarize
-    from attnsvm.sweep.worker import write_block
+    from tests.workflow_helpers import tiny_sweep
 
     fixed = {k: v for k, v in SMALL.items() if k != "d"}
     raw = {"fixed": {**fixed, "iterations": 60, "norm_svms": True},
            "grid": {"d": [3, 4], "optimizer": ["normalized", "sign", "spectral"]}}  # fmt: skip
-    exp = parse_experiment("t_norms", {**raw, "seeds": 2, "figures": ["norms"]}, 64)
-    paths = {
-        b.name: write_block(
-            b.cells, tmp_path / f"{b.name}.zarr", experiment=exp.name, block=b.name, device="cpu"
-        )  # fmt: skip
-        for b in exp.blocks()
-    }
-    sweep = collect_sweep(exp, paths)
-    summary = summarize(sweep)
+    sweep, summary = tiny_sweep(tmp_path, "t_norms", {**raw, "seeds": 2, "figures": ["norms"]})
     from attnsvm.sweep.variables import UNDESCRIBED
 
     for ds in (sweep, summary):  # every new variable is described (CF attributes)

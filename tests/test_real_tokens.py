@@ -139,11 +139,8 @@ def test_real_tokens_figure_renders_from_a_tiny_pipeline(tmp_path):
     matplotlib.use("Agg")
     from docutils.core import publish_parts
 
-    from attnsvm.config.grid import parse_experiment
     from attnsvm.report.figures import make_figure
-    from attnsvm.sweep.collect import collect_sweep
-    from attnsvm.sweep.summary import summarize
-    from attnsvm.sweep.worker import write_block
+    from tests.workflow_helpers import tiny_sweep
 
     raw = {
         "fixed": {"generator": "digits", "iterations": 100},
@@ -151,14 +148,7 @@ def test_real_tokens_figure_renders_from_a_tiny_pipeline(tmp_path):
         "seeds": 2,
         "figures": ["real_tokens"],
     }
-    exp = parse_experiment("t_real", raw, 64)
-    paths = {
-        b.name: write_block(b.cells, tmp_path / f"{b.name}.zarr", experiment=exp.name,
-                            block=b.name, device="cpu")
-        for b in exp.blocks()
-    }  # fmt: skip
-    sweep = collect_sweep(exp, paths)
-    summary = summarize(sweep)
+    sweep, summary = tiny_sweep(tmp_path, "t_real", raw)
     assert set(summary["patch"].values) == {2, 4}
     pdf, png, caption = (tmp_path / f"f.{x}" for x in ("pdf", "png", "caption.rst"))
     make_figure("real_tokens", sweep, summary, pdf, png, caption)

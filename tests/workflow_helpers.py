@@ -154,3 +154,22 @@ if __name__ == "__main__":
     TEST_CONFIG.parent.mkdir(parents=True, exist_ok=True)
     TEST_CONFIG.write_text(render_test_config())
     print(f"wrote {TEST_CONFIG.relative_to(REPO)}")
+
+
+def tiny_sweep(out: Path, name: str, raw: dict[str, Any]):
+    """``(sweep, summary)`` of experiment ``raw`` computed in-process, its block stores
+    under ``out``: the pipeline a figure reads, without Snakemake."""
+    from attnsvm.config.grid import parse_experiment
+    from attnsvm.sweep.collect import collect_sweep
+    from attnsvm.sweep.summary import summarize
+    from attnsvm.sweep.worker import write_block
+
+    exp = parse_experiment(name, raw, 64)
+    paths = {
+        b.name: write_block(
+            b.cells, out / f"{b.name}.zarr", experiment=exp.name, block=b.name, device="cpu"
+        )
+        for b in exp.blocks()
+    }
+    sweep = collect_sweep(exp, paths)
+    return sweep, summarize(sweep)
