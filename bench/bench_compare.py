@@ -79,7 +79,7 @@ def clarabel_reference(cons) -> float:
     try:
         svm_nuclear.CLARABEL_MAX_SIZE = 10**9
         svm_nuclear_try = svm_nuclear._try_direct
-        svm_nuclear._try_direct = lambda c, t0: None
+        svm_nuclear._try_direct = lambda c, t0, frobenius=None: None
         return svm_nuclear.solve_nuclear(cons).objective
     finally:
         svm_nuclear.CLARABEL_MAX_SIZE = old

@@ -67,7 +67,7 @@ def random_instances(count: int, max_d: int, seed: int = 0):
         yield att_svm_constraints(ds.X, ds.Z, alpha), ds, alpha
 
 
-ROUTES = ("nnls-dual", "clarabel-dual", "osqp-dual", "clarabel-primal", "osqp-primal")
+ROUTES = ("nnls-dual", "ldp-dual", "clarabel-dual", "osqp-dual", "clarabel-primal", "osqp-primal")
 
 
 # ----------------------------------------------------------------------------- agreement
@@ -278,6 +278,7 @@ def test_osqp_fallback_when_clarabel_raises(monkeypatch):
 
     monkeypatch.setattr(svm_frobenius.clarabel, "DefaultSolver", boom)
     monkeypatch.setattr(svm_frobenius, "_nnls_dual", lambda G, b: None)  # reach the fallbacks
+    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0))
     for c, r in zip(instances, ref, strict=True):
         res = solve_frobenius(c)
         assert res.solver == "osqp-dual"
@@ -296,10 +297,12 @@ def test_osqp_fallback_when_clarabel_raises(monkeypatch):
 
 
 def test_nnls_route_and_its_fallback(monkeypatch):
-    """Positive definite Gram matrix: exact NNLS; singular (N > d^2) or declined: Clarabel."""
+    """Positive definite Gram matrix: exact NNLS; singular (N > d^2) or declined: the least
+    distance route; both declined: Clarabel."""
     cases = [c for c, _, _ in random_instances(40, max_d=20, seed=21)]
     fast = [solve_frobenius(c) for c in cases]
     monkeypatch.setattr(svm_frobenius, "_nnls_dual", lambda G, b: None)
+    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0))
     ref = [solve_frobenius(c) for c in cases]
     routes = set()
     for cons, f, r in zip(cases, fast, ref, strict=True):
@@ -307,11 +310,37 @@ def test_nnls_route_and_its_fallback(monkeypatch):
         routes.add(f.solver)
         if not r.feasible:
             continue
-        assert r.solver != "nnls-dual"
+        assert r.solver not in ("nnls-dual", "ldp-dual")
         assert corr(f.W, r.W) >= 0.99999
         assert f.objective == pytest.approx(r.objective, rel=1e-9)
         assert cons.values(f.W).min() >= 1 - 1e-9
-    assert {"nnls-dual", "clarabel-dual"} <= routes
+    assert {"nnls-dual", "ldp-dual"} <= routes
+
+
+@pytest.mark.parametrize("n, T, d", [(15, 15, 10), (10, 15, 10), (15, 10, 5), (15, 15, 4)])
+def test_least_distance_route_agrees_with_clarabel_dual(monkeypatch, n, T, d):
+    """E3's shapes with more rows than the reduced space has dimensions (singular Gram
+    matrix): the least-distance route (one NNLS) and Clarabel's dual QP agree on
+    feasibility, objective and W; infeasible instances come with a Farkas certificate."""
+    monkeypatch.setattr(svm_frobenius, "PRIMAL_RATIO", 10**9)  # the dual routes at any d
+    cases = []
+    for seed in range(12):
+        ds = make_dataset(Cell(n=n, T=T, d=d, seed=seed, train=False))
+        cases.append(att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds)))
+    fast = [solve_frobenius(c) for c in cases]
+    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0))
+    ref = [solve_frobenius(c) for c in cases]
+    for cons, f, r in zip(cases, fast, ref, strict=True):
+        assert f.solver == "ldp-dual" and r.solver == "clarabel-dual"
+        assert f.status == r.status
+        if r.feasible:
+            assert f.status == "optimal"
+            assert corr(f.W, r.W) >= 0.99999999
+            assert f.objective == pytest.approx(r.objective, rel=1e-9)
+            assert cons.values(f.W).min() >= 1 - 1e-9
+        else:
+            assert "Farkas certificate" in f.message
+    assert {f.status for f in fast} == ({"optimal"} if d >= 10 else {"optimal", "infeasible"})
 
 
 def test_solver_error_when_all_solvers_fail(monkeypatch):
@@ -324,6 +353,7 @@ def test_solver_error_when_all_solvers_fail(monkeypatch):
     monkeypatch.setattr(svm_frobenius.clarabel, "DefaultSolver", boom)
     monkeypatch.setattr(svm_frobenius.osqp, "OSQP", boom)
     monkeypatch.setattr(svm_frobenius, "_nnls_dual", lambda G, b: None)
+    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0))
     res = solve_frobenius(cons)
     assert res.status == "solver_error" and res.W is None and np.isnan(res.objective)
     assert "disabled" in res.message
@@ -339,7 +369,8 @@ def test_primal_and_dual_paths_agree(monkeypatch):
         primal = solve_frobenius(cons)
         monkeypatch.setattr(svm_frobenius, "PRIMAL_RATIO", 10**9)
         dual = solve_frobenius(cons)
-        assert primal.solver == "clarabel-primal" and dual.solver in ("nnls-dual", "clarabel-dual")
+        assert primal.solver == "clarabel-primal"
+        assert dual.solver in ("nnls-dual", "ldp-dual", "clarabel-dual")
         assert primal.status == dual.status
         if dual.feasible:
             assert dual.status == "optimal"

@@ -40,7 +40,7 @@ def instances(shapes, per_shape: int, seed: int, random_share: bool = True):
 def clarabel_reference(cons, monkeypatch):
     """The cvxpy route (normNuc, reduced) with Clarabel: independent of the direct path."""
     with monkeypatch.context() as m:
-        m.setattr(svm_nuclear, "_try_direct", lambda c, t0: None)
+        m.setattr(svm_nuclear, "_try_direct", lambda c, t0, frobenius=None: None)
         m.setattr(svm_nuclear, "CLARABEL_MAX_SIZE", 10**9)
         return solve_nuclear(cons)
 
@@ -146,3 +146,24 @@ def test_uncertified_answer_is_not_accepted(monkeypatch):
     res = solve_nuclear(cons)
     assert res.status == "optimal" and res.solver in ("direct-clarabel", "direct-scs")
     assert "direct primal-dual certificate" in res.message
+
+
+def test_feasibility_read_from_the_frobenius_answer_gives_the_same_answer():
+    """``solve_nuclear(cons, frobenius=...)`` skips the second Frobenius QP (E3 solves both
+    SVMs of every instance) and returns the same answer, bit for bit, feasible or not."""
+    checked = {"optimal": 0, "infeasible": 0}
+    for n, T, d in [(15, 15, 4), (10, 15, 5), (5, 15, 3), (15, 15, 10)]:
+        for seed in range(4):
+            ds = make_dataset(Cell(n=n, T=T, d=d, train=False, seed=seed))
+            cons = att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds))
+            alone = solve_nuclear(cons)
+            hinted = solve_nuclear(cons, frobenius=solve_frobenius(cons))
+            assert (alone.status, alone.solver, alone.message) == (
+                hinted.status, hinted.solver, hinted.message
+            )  # fmt: skip
+            assert alone.objective == hinted.objective or np.isnan(alone.objective)
+            assert (alone.W is None) == (hinted.W is None)
+            if alone.W is not None:
+                assert np.array_equal(alone.W, hinted.W)
+            checked[alone.status] = checked.get(alone.status, 0) + 1
+    assert checked["optimal"] >= 4 and checked["infeasible"] >= 4

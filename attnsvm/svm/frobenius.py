@@ -8,8 +8,10 @@ direction of GD on W (the paper's ``W^mm_alpha``).
 * Inequality rows only: the dual QP (docs/science.md §4, "its dual is a QP in n(T-1)
   variables") ``min_lambda>=0 1/2 lambda^T G lambda - rhs^T lambda`` with
   ``G_kl = <left_k, left_l> <right_k, right_l>`` and ``W = sum_k lambda_k left_k right_k^T``,
-  solved with Clarabel's Python API (no modelling layer). An infeasible SVM is an unbounded
-  dual (Clarabel: DualInfeasible).
+  solved by scipy's NNLS on the Cholesky factor of G when G is positive definite, else as a
+  least-distance problem on the reduced rows (Lawson and Hanson's LDP, again one NNLS; an
+  infeasible SVM then shows as a Farkas certificate), else with Clarabel's Python API (no
+  modelling layer; an infeasible SVM is an unbounded dual, Clarabel: DualInfeasible).
 * With equality rows (Gen-SVM): the primal in reduced coordinates ``W = U_l M U_r^T``
   (orthonormal bases of span(left rows) and span(right rows); docs/science.md §4), with
   a zero cone for the equalities and a nonnegative cone for the inequalities.
@@ -58,6 +60,9 @@ PRIMAL_RATIO = 4
 BASIS_TOL = 1e-10
 #: smallest Cholesky pivot of the dual Gram matrix, relative to the largest, for the NNLS route
 NNLS_MIN_PIVOT = 1e-7
+#: least-distance route: infeasibility is reported only when the Farkas certificate shows that
+#: every feasible W would need a norm above this (else the conic routes decide)
+LDP_INFEASIBLE_NORM = 1e12
 
 
 @dataclass(frozen=True)
@@ -372,6 +377,46 @@ def _route_nnls(cons: Constraints) -> list[Candidate]:
     return [] if lam is None else [(_lift_dual(cons, lam), lam, "scipy nnls")]
 
 
+def _least_distance(A: np.ndarray, h: np.ndarray) -> tuple[np.ndarray | None, float]:
+    """``min ||m|| s.t. A m >= h`` by least-distance programming (Lawson and Hanson, ch. 23).
+
+    The NNLS problem ``min_{u >= 0} ||E u - f||`` with ``E = [A^T; h^T]`` and
+    ``f = (0, ..., 0, 1)`` has residual ``r = E u - f``; when ``r_last < 0`` the minimizer is
+    ``m = -r[:-1] / r_last = A^T lam`` with multipliers ``lam = u / (1 - h^T u)``, which
+    are returned. Exact (an active-set method) whatever the rank of ``A A^T``, unlike the NNLS
+    on the Cholesky factor of the Gram matrix. When ``r = 0``, ``u`` is a Farkas certificate:
+    ``u >= 0``, ``A^T u = 0`` and ``h^T u = 1`` (no feasible m). Returns ``(lam, bound)``:
+    lam None when no multipliers follow, with ``bound = h^T u / ||A^T u||``, the smallest
+    norm any feasible m could have (inf for an exact certificate).
+    """
+    E = np.vstack([A.T, h[None, :]])
+    f = np.zeros(E.shape[0])
+    f[-1] = 1.0
+    try:
+        u, _ = nnls(E, f, maxiter=50 * E.shape[1])
+    except RuntimeError:  # iteration limit
+        return None, 0.0
+    hu = float(h @ u)
+    if hu < 1.0 - 1e-9:
+        return u / (1.0 - hu), 0.0
+    g = float(np.linalg.norm(A.T @ u))
+    return None, (hu / g if g > 0 else np.inf)
+
+
+def _route_least_distance(cons: Constraints) -> list[Candidate]:
+    """The Frobenius Att-SVM on its reduced rows as a least-distance problem
+    (:func:`_least_distance`, docs/science.md §4): milliseconds where the dual Gram matrix is
+    singular (more rows than the reduced space has dimensions: E3 at n, T >= 10), where an
+    interior-point QP on the N x N Gram matrix takes tens of milliseconds."""
+    red = reduce(cons)
+    lam, bound = _least_distance(red.A, cons.rhs)
+    if lam is None:
+        if bound >= LDP_INFEASIBLE_NORM:
+            raise _Infeasible("ldp-dual", f"Farkas certificate (feasible norm >= {bound:.1e})")
+        return []
+    return [(_lift_dual(cons, lam), lam, "scipy nnls, least distance")]
+
+
 def _route_clarabel_dual(cons: Constraints) -> list[Candidate]:
     N = cons.n_rows
     P = sp.csc_matrix(np.triu(gram(cons)))
@@ -480,6 +525,7 @@ def _route_osqp_primal(cons: Constraints) -> list[Candidate]:
 
 _DUAL_ROUTES = (
     ("nnls-dual", _route_nnls),
+    ("ldp-dual", _route_least_distance),
     ("clarabel-dual", _route_clarabel_dual),
     ("osqp-dual", _route_osqp_dual),
 )

@@ -347,11 +347,14 @@ def _lift_certificate(prob: _Direct, res) -> tuple[str, np.ndarray | None, np.nd
     return "certificate", prob.U_l @ res.M @ prob.U_r.T, res.lam
 
 
-def _frobenius_verdict(cons: Constraints, t0: float) -> SVMResult | None:
+def _frobenius_verdict(
+    cons: Constraints, t0: float, frobenius: SVMResult | None = None
+) -> SVMResult | None:
     """The Frobenius QP's answer when it shows the constraint set empty (``infeasible``) or
     fails (``solver_error``); None when it found a feasible W (docs/science.md §4: the same
-    constraints decide feasibility for both norms)."""
-    frob = solve_frobenius(cons)
+    constraints decide feasibility for both norms). ``frobenius``: that answer when the
+    caller already has it (:func:`solve_nuclear`), else the QP is solved here."""
+    frob = solve_frobenius(cons) if frobenius is None else frobenius
     if frob.status not in ("infeasible", "solver_error"):
         return None
     return SVMResult(
@@ -365,7 +368,7 @@ def _sdp_order(size: int) -> list[str]:
     return ["clarabel", "scs"] if size <= CLARABEL_MAX_SIZE else ["scs", "clarabel"]
 
 
-def _try_direct(cons: Constraints, t0: float) -> SVMResult | None:
+def _try_direct(cons: Constraints, t0: float, frobenius: SVMResult | None) -> SVMResult | None:
     """The direct conic path (module docstring); None when it does not apply or fails."""
     if cons.equality.any():
         return None
@@ -375,7 +378,7 @@ def _try_direct(cons: Constraints, t0: float) -> SVMResult | None:
         return None
     messages = []
     if not prob.certified_feasible():
-        verdict = _frobenius_verdict(cons, t0)
+        verdict = _frobenius_verdict(cons, t0, frobenius)
         if verdict is not None:
             return verdict
         messages.append("feasibility by the Frobenius QP")
@@ -419,8 +422,14 @@ def _try_direct(cons: Constraints, t0: float) -> SVMResult | None:
     return None
 
 
-def solve_nuclear(cons: Constraints) -> SVMResult:
+def solve_nuclear(cons: Constraints, frobenius: SVMResult | None = None) -> SVMResult:
     """Att-SVM_* ``W_mm_* = argmin ||W||_*`` s.t. the constraints (docs/science.md §4).
+
+    ``frobenius``: the answer of :func:`attnsvm.svm.frobenius.solve_frobenius` (or of its
+    batched form) for the same rows, when the caller already has it; feasibility is then read
+    from it instead of solving the Frobenius QP a second time. The answer is the same: a
+    certified ``optimal`` answer proves the set non-empty whichever route found it, and any
+    other status comes from :func:`~attnsvm.svm.frobenius.solve_frobenius` itself.
 
     Returns the full d x d W. Status ``infeasible`` (W None) when the constraint set is empty
     (decided by the Frobenius dual), ``optimal`` when W satisfies the constraints to
@@ -433,10 +442,10 @@ def solve_nuclear(cons: Constraints) -> SVMResult:
     d = cons.d
     if cons.n_rows == 0:
         return SVMResult(np.zeros((d, d)), "optimal", 0.0, "trivial", time.perf_counter() - t0)
-    direct = _try_direct(cons, t0)
+    direct = _try_direct(cons, t0, frobenius)
     if direct is not None:
         return direct
-    verdict = _frobenius_verdict(cons, t0)
+    verdict = _frobenius_verdict(cons, t0, frobenius)
     if verdict is not None:
         return verdict
     red = reduce(cons)

@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -154,13 +155,17 @@ class SolveCache:
             h.update(str(a.shape).encode())
         return (solver.__module__, solver.__qualname__, h.hexdigest())
 
-    def solve(self, solver, cons) -> SVMResult:
-        """``solver(cons)``, or the stored answer for identical rows."""
+    def solve(self, solver, cons, **hints: Any) -> SVMResult:
+        """``solver(cons, **hints)``, or the stored answer for identical rows.
+
+        ``hints`` must not change the answer (e.g. the Frobenius answer that
+        :func:`solve_nuclear` reads feasibility from): they are not part of the key.
+        """
         key = self._key(solver, cons)
         if key in self._store:
             self.hits += 1
             return self._store[key]
-        res = self._store[key] = solver(cons)
+        res = self._store[key] = solver(cons, **hints)
         return res
 
     def solve_frobenius_many(self, conss, device: str = "cpu") -> None:
@@ -452,8 +457,12 @@ def _solve_and_measure(res: CellResult, trained: bool, cache: SolveCache | None 
         for norm, solve in solvers.items():
             key = f"{norm}_{sel}"
             other = f"{norm}_alpha"
+            # the nuclear SVM reads feasibility from the Frobenius answer of the same rows
+            hints = {"frobenius": res.svms[f"fro_{sel}"]} if norm == "nuc" else {}
             res.svms[key] = (
-                res.svms[other] if sel == "opt" and alpha_is_opt else cache.solve(solve, con)
+                res.svms[other]
+                if sel == "opt" and alpha_is_opt
+                else cache.solve(solve, con, **hints)
             )
     res.timings["solve"] = time.perf_counter() - t0
 
