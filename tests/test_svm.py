@@ -343,6 +343,28 @@ def test_least_distance_route_agrees_with_clarabel_dual(monkeypatch, n, T, d):
     assert {f.status for f in fast} == ({"optimal"} if d >= 10 else {"optimal", "infeasible"})
 
 
+def test_farkas_certificate_decides_infeasibility_before_the_primal_route(monkeypatch):
+    """Small d, many rows (E3 at d <= 4): the least-distance Farkas certificate reports the
+    infeasible instances, with the primal route's verdict, and leaves the feasible ones to
+    the reduced primal, whose answers are unchanged."""
+    cases = []
+    for n, T, d in [(15, 15, 4), (10, 15, 3), (5, 15, 2), (15, 5, 3)]:
+        for seed in range(6):
+            ds = make_dataset(Cell(n=n, T=T, d=d, seed=seed, train=False))
+            cases.append(att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds)))
+    assert all(svm_frobenius.PRIMAL_RATIO * c.d**2 <= c.n_rows for c in cases)
+    fast = [solve_frobenius(c) for c in cases]
+    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0))
+    ref = [solve_frobenius(c) for c in cases]
+    for f, r in zip(fast, ref, strict=True):
+        assert f.status == r.status and r.solver == "clarabel-primal"
+        if f.feasible:
+            assert f.solver == "clarabel-primal" and np.array_equal(f.W, r.W)
+        else:
+            assert f.solver == "ldp-dual" and "Farkas certificate" in f.message
+    assert {f.status for f in fast} == {"optimal", "infeasible"}
+
+
 def test_solver_error_when_all_solvers_fail(monkeypatch):
     ds = make_dataset(Cell(n=3, T=4, d=4, seed=0))
     cons = att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds))
@@ -369,7 +391,7 @@ def test_primal_and_dual_paths_agree(monkeypatch):
         primal = solve_frobenius(cons)
         monkeypatch.setattr(svm_frobenius, "PRIMAL_RATIO", 10**9)
         dual = solve_frobenius(cons)
-        assert primal.solver == "clarabel-primal"
+        assert primal.solver == ("clarabel-primal" if primal.feasible else "ldp-dual")
         assert dual.solver in ("nnls-dual", "ldp-dual", "clarabel-dual")
         assert primal.status == dual.status
         if dual.feasible:

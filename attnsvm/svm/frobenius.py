@@ -594,7 +594,8 @@ def solve_frobenius(cons: Constraints) -> SVMResult:
 
     Inequality-only systems go through the dual QP (N variables), unless the primal has at
     most N / ``PRIMAL_RATIO`` variables (d^2; small d and many rows, e.g. sequence constraints
-    with N = n T (T-1)); systems with equality rows (Gen-SVM ``W_mm_gen``) always go through
+    with N = n T (T-1)), where a least-distance Farkas certificate settles infeasibility
+    first (:func:`_least_distance`) and the reduced primal solves the rest; systems with equality rows (Gen-SVM ``W_mm_gen``) always go through
     the reduced primal. Routes that miss the certificate hand over to the next one (module
     docstring). Status ``infeasible`` (W None) is a result about the data; ``optimal`` means W
     satisfies every constraint to a relative ``VERIFY_TOL`` and its multipliers certify a
@@ -604,6 +605,14 @@ def solve_frobenius(cons: Constraints) -> SVMResult:
     t0 = time.perf_counter()
     if cons.n_rows == 0:
         return _result(np.zeros((cons.d, cons.d)), "optimal", 0.0, "trivial", t0)
-    if cons.equality.any() or PRIMAL_RATIO * cons.d**2 <= cons.n_rows:
+    if cons.equality.any():
+        return _solve_routes(cons, _PRIMAL_ROUTES, t0)
+    if PRIMAL_RATIO * cons.d**2 <= cons.n_rows:
+        # mostly infeasible at these sizes (E3 at d <= 4): a Farkas certificate from one NNLS
+        # settles that in a fraction of the conic solve; feasible ones go on as before
+        lam, bound = _least_distance(reduce(cons).A, cons.rhs)
+        if lam is None and bound >= LDP_INFEASIBLE_NORM:
+            message = f"Farkas certificate (feasible norm >= {bound:.1e})"
+            return _infeasible("ldp-dual", t0, message)
         return _solve_routes(cons, _PRIMAL_ROUTES, t0)
     return _solve_routes(cons, _DUAL_ROUTES + _PRIMAL_ROUTES, t0)
