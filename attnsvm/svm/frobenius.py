@@ -595,12 +595,13 @@ def solve_frobenius(cons: Constraints) -> SVMResult:
     Inequality-only systems go through the dual QP (N variables), unless the primal has at
     most N / ``PRIMAL_RATIO`` variables (d^2; small d and many rows, e.g. sequence constraints
     with N = n T (T-1)), where a least-distance Farkas certificate settles infeasibility
-    first (:func:`_least_distance`) and the reduced primal solves the rest; systems with equality rows (Gen-SVM ``W_mm_gen``) always go through
-    the reduced primal. Routes that miss the certificate hand over to the next one (module
-    docstring). Status ``infeasible`` (W None) is a result about the data; ``optimal`` means W
-    satisfies every constraint to a relative ``VERIFY_TOL`` and its multipliers certify a
-    relative gap <= ``GAP_TOL``; ``optimal_inaccurate`` flags a best answer without that
-    certificate (not a solution: :attr:`SVMResult.solved` is False).
+    first (:func:`_least_distance`) and the reduced primal solves the rest; systems with
+    equality rows (Gen-SVM ``W_mm_gen``) always go through the reduced primal. Routes that
+    miss the certificate hand over to the next one (module docstring). Status ``infeasible``
+    (W None) is a result about the data; ``optimal`` means W satisfies every constraint to a
+    relative ``VERIFY_TOL`` and its multipliers certify a relative gap <= ``GAP_TOL``;
+    ``optimal_inaccurate`` flags a best answer without that certificate (not a solution:
+    :attr:`SVMResult.solved` is False).
     """
     t0 = time.perf_counter()
     if cons.n_rows == 0:

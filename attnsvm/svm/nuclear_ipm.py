@@ -76,15 +76,19 @@ def _cholesky(K: np.ndarray) -> np.ndarray | None:
     return L if info == 0 else None
 
 
-def _phi(A, B, c, lam, t, I_q) -> float:
-    """``phi_t(lam)``, or inf outside the domain (``I_q``: the q x q identity)."""
+def _phi_parts(A, B, c, lam, t, I_q) -> tuple[float, tuple | None]:
+    """``(phi_t(lam), (G(lam), L))``, ``phi_t`` the barrier function (``I_q``: the q x q
+    identity), with ``L`` the Cholesky factor of ``I - G^T G``, which
+    the Newton step at an accepted ``lam`` would compute again (the same operations, so the
+    same bits); ``(inf, None)`` outside the domain."""
     if lam.min() <= 0:
-        return float("inf")
+        return float("inf"), None
     G = A.T @ (lam[:, None] * B)
-    L, info = lapack.dpotrf(I_q - G.T @ G, lower=1)
-    if info != 0:
-        return float("inf")
-    return float(-t * (c @ lam) - np.log(lam).sum() - 2.0 * np.log(L.diagonal()).sum())
+    L = _cholesky(I_q - G.T @ G)
+    if L is None:
+        return float("inf"), None
+    phi = float(-t * (c @ lam) - np.log(lam).sum() - 2.0 * np.log(L.diagonal()).sum())
+    return phi, (G, L)
 
 
 def certified_gap(A, B, c, M, lam) -> float:
@@ -211,10 +215,11 @@ def solve_dual_barrier(
     t = theta / float(c @ lam)
     steps = 0
     phi_t = t
-    phi_last = _phi(A, B, c, lam, t, I_q)  # phi at the current lam, for the t of phi_t
+    # phi at the current lam, for the t of phi_t, and the G(lam), Cholesky pair behind it
+    phi_last, parts = _phi_parts(A, B, c, lam, t, I_q)
     best = None  # best certified result so far (the path may continue after one)
     while steps < max_steps:
-        newton = _newton_step(A, B, c, lam, t, I_q, AAt)
+        newton = _newton_step(A, B, c, lam, t, I_q, AAt, parts)
         if newton is None:
             return best
         G, S, y, delta = newton
@@ -231,19 +236,23 @@ def solve_dual_barrier(
         moved = _line_search(A, B, c, lam, y, delta, t, phi0, I_q)
         if moved is None:
             return best
-        (lam, phi_last), phi_t = moved, t
+        (lam, phi_last, parts), phi_t = moved, t
         if delta <= CENTERED and not done:
             t = min(t * T_FACTOR, theta / (target_gap * float(c @ lam)))
     return best
 
 
-def _newton_step(A, B, c, lam, t, I_q, AAt) -> tuple | None:
+def _newton_step(A, B, c, lam, t, I_q, AAt, parts=None) -> tuple | None:
     """``(G, S, y, delta)`` at ``lam``: ``G(lam)``, ``S = (I - G^T G)^{-1}``, the Newton step
     ``y`` of ``phi_t`` in the variable scaled by lam (``lam <- lam (1 + alpha y)``) and the
-    Newton decrement ``delta``; None when ``I - G^T G`` or the Newton system is singular."""
+    Newton decrement ``delta``; None when ``I - G^T G`` or the Newton system is singular.
+    ``parts``: ``(G, L)`` of :func:`_phi_parts` at this ``lam``, when already computed."""
     N = c.size
-    G = A.T @ (lam[:, None] * B)
-    L = _cholesky(I_q - G.T @ G)
+    if parts is None:
+        G = A.T @ (lam[:, None] * B)
+        L = _cholesky(I_q - G.T @ G)
+    else:
+        G, L = parts
     if L is None:
         return None
     S = lapack.dpotrs(L, I_q, lower=1)[0]
@@ -262,8 +271,9 @@ def _newton_step(A, B, c, lam, t, I_q, AAt) -> tuple | None:
     return G, S, y, float(np.sqrt(max(-(gs @ y), 0.0)))
 
 
-def _line_search(A, B, c, lam, y, delta, t, phi0, I_q) -> tuple[np.ndarray, float] | None:
-    """Backtracking line search on ``phi_t`` along ``lam (1 + alpha y)``: ``(lam, phi)``.
+def _line_search(A, B, c, lam, y, delta, t, phi0, I_q) -> tuple | None:
+    """Backtracking line search on ``phi_t`` along ``lam (1 + alpha y)``:
+    ``(lam, phi, parts)`` with ``parts`` of :func:`_phi_parts` at the new ``lam``.
 
     Starts from the full Newton step when ``delta <= LS_START`` (far from the centre the full
     step leaves the domain: it starts at ``LS_START / delta``); None when no step of at least
@@ -272,11 +282,11 @@ def _line_search(A, B, c, lam, y, delta, t, phi0, I_q) -> tuple[np.ndarray, floa
     alpha = min(1.0, LS_START / delta) if delta > 0 else 1.0
     while True:
         new = lam * (1.0 + alpha * y)
-        phi = _phi(A, B, c, new, t, I_q)
+        phi, parts = _phi_parts(A, B, c, new, t, I_q)
         # near the centre the Newton step is trusted (quadratic convergence; phi's
         # decrease drowns in rounding at large t): it only has to stay in the domain
         if phi <= phi0 - ARMIJO * alpha * delta * delta or (delta <= CENTERED and np.isfinite(phi)):
-            return new, phi
+            return new, phi, parts
         alpha *= 0.5
         if alpha < 1e-10:
             return None
