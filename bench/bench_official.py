@@ -232,8 +232,9 @@ def run_paper_workflow(cores: int) -> float:
     the per-job overhead of its block jobs (:func:`job_overhead`)."""
     with tempfile.TemporaryDirectory(prefix="attnsvm-paper-") as tmp:
         cmd = [
-            "snakemake", "--workflow-profile", "workflow/profiles/default", "--cores", str(cores),
-            "--configfile", "config/paper.yaml", "--config", f"results={tmp}/results", "all",
+            "snakemake", "all", "--workflow-profile", "workflow/profiles/default",
+            "--cores", str(cores), "--configfile", "config/paper.yaml",
+            "--config", f"results={tmp}/results",
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS",
                "OMP_NUM_THREADS", "MKL_NUM_THREADS")}  # fmt: skip
