@@ -474,3 +474,18 @@ def test_optimal_answers_are_exact_on_random_and_nearly_infeasible_instances():
     assert outcomes["nearly"] >= 60, outcomes
     # the nearly infeasible instances reach margins down to 1e-7
     assert min(margins) <= 1e-6, min(margins)
+
+
+def test_least_distance_on_hand_made_systems():
+    """Lawson and Hanson's LDP: ``min ||m|| s.t. A m >= h`` with its multipliers, and a
+    Farkas certificate (a feasible-norm bound past 1e12) for an empty set."""
+    # m1 >= 1, m2 >= 2, m1 + m2 >= 1 (inactive): m = (1, 2), lam = (1, 2, 0)
+    A = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    h = np.array([1.0, 2.0, 1.0])
+    lam, bound = svm_frobenius._least_distance(A, h)
+    assert bound == 0.0
+    np.testing.assert_allclose(A.T @ lam, [1.0, 2.0], atol=1e-12)
+    np.testing.assert_allclose(lam, [1.0, 2.0, 0.0], atol=1e-12)
+    # m1 >= 1 and -m1 >= 1: empty, u = (1/2, 1/2) with A^T u = 0 and h^T u = 1
+    lam, bound = svm_frobenius._least_distance(np.array([[1.0], [-1.0]]), np.ones(2))
+    assert lam is None and bound >= svm_frobenius.LDP_INFEASIBLE_NORM
