@@ -34,9 +34,9 @@ def test_identical_constraint_sets_are_solved_once(monkeypatch):
         calls["fro"] += 1
         return real_fro(cons)
 
-    def nuc(cons):
+    def nuc(cons, **hints):
         calls["nuc"] += 1
-        return real_nuc(cons)
+        return real_nuc(cons, **hints)
 
     # W and KQ runs of one seed share data: their opt rows (and often alpha rows) are equal
     cells = [Cell(seed=s, param=p, **SMALL) for s in (0, 1) for p in ("W", "KQ")]
@@ -106,11 +106,11 @@ def test_solver_failure_is_recorded_and_others_go_on(monkeypatch):
     real = run_mod.solve_nuclear
     calls = {"n": 0}
 
-    def flaky(cons):
+    def flaky(cons, **hints):
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("simulated solver crash")
-        return real(cons)
+        return real(cons, **hints)
 
     monkeypatch.setattr(run_mod, "solve_nuclear", flaky)
     res = run_cells([Cell(seed=s, **SMALL) for s in range(3)])
