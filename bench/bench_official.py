@@ -159,8 +159,7 @@ def section_nuc(args, official: dict) -> None:
 
     ds = make_dataset(Cell(n=50, T=20, d=100, seed=0, train=False))
     alpha = optimal_tokens(ds)
-    sys.path.insert(0, str(args.official))
-    import base  # the official clone's base.py
+    import base  # the official clone's base.py (main put the clone on sys.path)
 
     X, Z = torch.as_tensor(ds.X), torch.as_tensor(ds.Z)
     t0 = time.process_time()
@@ -253,10 +252,14 @@ STAMP = r"\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]"
 def job_overhead(results: Path, log: str) -> None:
     """Per block job: wall time from Snakemake's own start and finish stamps (1 s
     resolution) against the compute the block's log states; prints the mean overhead."""
-    stamps = lambda pattern: {  # noqa: E731 - jobid -> time of the stamp before ``pattern``
-        m.group(2): time.mktime(time.strptime(m.group(1), "%a %b %d %H:%M:%S %Y"))
-        for m in re.finditer(STAMP + pattern, log)
-    }
+
+    def stamps(pattern: str) -> dict[str, float]:
+        """jobid -> Unix time of the Snakemake stamp just before ``pattern``."""
+        return {
+            m.group(2): time.mktime(time.strptime(m.group(1), "%a %b %d %H:%M:%S %Y"))
+            for m in re.finditer(STAMP + pattern, log)
+        }
+
     started = stamps(r"\s+localrule block:(?:\n.*?)*?\n\s+jobid: (\d+)")
     finished = stamps(r"\s+Finished jobid: (\d+) \(Rule: block\)")
     walls = [finished[j] - started[j] for j in started if j in finished]

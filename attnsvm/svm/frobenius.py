@@ -35,6 +35,7 @@ the answer; ``SVMResult.message`` records the routes tried and the certified gap
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -466,9 +467,10 @@ def independent_equalities(
     return s[:r, None] * Vt[:r], c[:r], float(resid)
 
 
-def _reduced_primal(cons: Constraints, solver: str):
-    """The reduced primal's data (issue: equalities made independent, inconsistency checked)."""
-    red = reduce(cons)
+def _reduced_primal(cons: Constraints, solver: str, red: Reduced | None = None):
+    """The reduced primal's data (issue: equalities made independent, inconsistency checked);
+    ``red``: :func:`reduce`'s answer when the caller already has it."""
+    red = reduce(cons) if red is None else red
     eq = cons.equality
     A_eq, b_eq, resid = independent_equalities(red.A[eq], cons.rhs[eq])
     if resid > 1e-8:
@@ -487,8 +489,8 @@ def _multipliers(cons: Constraints, red: Reduced, m: np.ndarray) -> np.ndarray |
     return _signed_multipliers(cons, red, m, S)
 
 
-def _route_clarabel_primal(cons: Constraints) -> list[Candidate]:
-    red, A_eq, b_eq, A_in, b_in = _reduced_primal(cons, "clarabel-primal")
+def _route_clarabel_primal(cons: Constraints, red: Reduced | None = None) -> list[Candidate]:
+    red, A_eq, b_eq, A_in, b_in = _reduced_primal(cons, "clarabel-primal", red)
     p = red.A.shape[1]
     A = sp.csc_matrix(np.vstack([A_eq, -A_in]))
     b = np.concatenate([b_eq, -b_in])
@@ -508,8 +510,8 @@ def _route_clarabel_primal(cons: Constraints) -> list[Candidate]:
     return [(red.lift(m), _multipliers(cons, red, m), f"clarabel {status}")]
 
 
-def _route_osqp_primal(cons: Constraints) -> list[Candidate]:
-    red, A_eq, b_eq, A_in, b_in = _reduced_primal(cons, "osqp-primal")
+def _route_osqp_primal(cons: Constraints, red: Reduced | None = None) -> list[Candidate]:
+    red, A_eq, b_eq, A_in, b_in = _reduced_primal(cons, "osqp-primal", red)
     p = red.A.shape[1]
     A = sp.csc_matrix(np.vstack([A_eq, A_in]))
     lo = np.concatenate([b_eq, b_in])
@@ -611,9 +613,12 @@ def solve_frobenius(cons: Constraints) -> SVMResult:
     if PRIMAL_RATIO * cons.d**2 <= cons.n_rows:
         # mostly infeasible at these sizes (E3 at d <= 4): a Farkas certificate from one NNLS
         # settles that in a fraction of the conic solve; feasible ones go on as before
-        lam, bound = _least_distance(reduce(cons).A, cons.rhs)
+        red = reduce(cons)
+        lam, bound = _least_distance(red.A, cons.rhs)
         if lam is None and bound >= LDP_INFEASIBLE_NORM:
             message = f"Farkas certificate (feasible norm >= {bound:.1e})"
             return _infeasible("ldp-dual", t0, message)
-        return _solve_routes(cons, _PRIMAL_ROUTES, t0)
+        # the primal routes reuse this reduction instead of computing it again
+        routes = tuple((name, functools.partial(route, red=red)) for name, route in _PRIMAL_ROUTES)
+        return _solve_routes(cons, routes, t0)
     return _solve_routes(cons, _DUAL_ROUTES + _PRIMAL_ROUTES, t0)
