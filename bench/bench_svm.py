@@ -4,21 +4,30 @@ Run: ``python bench/bench_svm.py``. Prints
 * solve_frobenius (dual QP, Clarabel API) vs a naive cvxpy model with one constraint per
   (i, t) pair and cvxpy's default solver, at n=10, T=10, d=50: times, ratio, correlation;
 * solve_nuclear (reduced SDP) at (n, T, d) = (6, 8, 10) and (20, 15, 50).
+
+``--routes`` prints instead, per E3 shape whose dual Gram matrix is singular, the Frobenius
+SVM through the least-distance route (one NNLS; issue 19) against the same solve with that
+route switched off (Clarabel's dual QP, or at small d Clarabel's reduced primal): median
+milliseconds per instance, verdicts and objectives compared.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
-import cvxpy as cp
-import numpy as np
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # one BLAS thread, before numpy loads
 
-from attnsvm.config.cell import Cell
-from attnsvm.gd.data import make_dataset, optimal_tokens
-from attnsvm.svm import solve_frobenius, solve_nuclear
-from attnsvm.svm.constraints import att_svm_constraints
-from attnsvm.sweep.metrics import corr, rank
+import cvxpy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from attnsvm.config.cell import Cell  # noqa: E402
+from attnsvm.gd.data import make_dataset, optimal_tokens  # noqa: E402
+from attnsvm.svm import solve_frobenius, solve_nuclear  # noqa: E402
+from attnsvm.svm.constraints import att_svm_constraints  # noqa: E402
+from attnsvm.sweep.metrics import corr, rank  # noqa: E402
 
 
 def naive_frobenius(X: np.ndarray, Z: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, float]:
@@ -73,10 +82,53 @@ def bench_nuclear(n: int, T: int, d: int, seeds: int) -> None:
     )
 
 
+def bench_routes(n: int, T: int, d: int, seeds: int) -> None:
+    """Least-distance route vs the conic route it replaced, at one E3 shape (opt tokens)."""
+    import attnsvm.svm.frobenius as F
+
+    conss = []
+    for seed in range(seeds):
+        ds = make_dataset(Cell(n=n, T=T, d=d, seed=seed, train=False))
+        conss.append(att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds)))
+    timed = {}
+    real = F._least_distance
+    for side, ldp in (("ldp", real), ("conic", lambda A, h: (None, 0.0))):
+        F._least_distance = ldp
+        try:
+            times, out = [], []
+            for cons in conss:
+                t0 = time.perf_counter()
+                out.append(solve_frobenius(cons))
+                times.append(time.perf_counter() - t0)
+        finally:
+            F._least_distance = real
+        timed[side] = (float(np.median(times)), out)
+    (t_new, new), (t_old, old) = timed["ldp"], timed["conic"]
+    same = sum(a.status == b.status for a, b in zip(new, old, strict=True))
+    rel = max(
+        (abs(a.objective - b.objective) / b.objective for a, b in zip(new, old, strict=True)
+         if a.feasible and b.feasible),
+        default=0.0,
+    )  # fmt: skip
+    routes = sorted({r.solver for r in new}), sorted({r.solver for r in old})
+    print(
+        f"({n}, {T}, {d}), {conss[0].n_rows} rows, {seeds} instances: least distance "
+        f"{t_new * 1e3:.2f} ms vs {t_old * 1e3:.2f} ms ({t_old / t_new:.1f}x); routes "
+        f"{routes[0]} vs {routes[1]}; same verdict {same}/{seeds}, "
+        f"{sum(r.feasible for r in new)} feasible, objectives within {rel:.1e} relative"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--routes", action="store_true", help="least-distance route vs conic")
     args = ap.parse_args()
+    if args.routes:
+        for shape in [(15, 15, 10), (15, 15, 5), (10, 15, 10), (15, 10, 10), (15, 15, 4),
+                      (10, 15, 3)]:  # fmt: skip
+            bench_routes(*shape, max(args.seeds, 10))
+        return
     bench_frobenius(10, 10, 50, args.seeds)
     bench_nuclear(6, 8, 10, args.seeds)
     bench_nuclear(20, 15, 50, args.seeds)
