@@ -1,19 +1,22 @@
 """attnsvm: does gradient descent on attention converge to the attention SVM? (docs/science.md)."""
 
-from importlib.metadata import PackageNotFoundError, version
+from attnsvm.config.cell import Cell, CellError
+from attnsvm.provenance import ATTNSVM_VERSION as __version__
 
-try:
-    __version__ = version("attnsvm")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0+unknown"
-
-from attnsvm.config.cell import Cell, CellError  # noqa: E402
-
-__all__ = ["Cell", "CellError", "__version__", "run_cells"]
+__all__ = ["Cell", "CellError", "__version__", "open_results", "run_cells"]
 
 
 def run_cells(cells, device="auto"):
-    """Train and solve cells, batched by shape (:func:`attnsvm.sweep.compute.run_cells`)."""
-    from attnsvm.sweep.compute import run_cells as _run
+    """Train and solve cells, batched by shape (:func:`attnsvm.tasks.run_cells`)."""
+    # scipy and the solvers: ``import attnsvm`` stays light for the command line
+    from attnsvm.tasks import run_cells as _run
 
     return _run(cells, device=device)
+
+
+def open_results(results="results", *, verify=False, chunks=None):
+    """A whole run as one ``xarray.DataTree`` (:func:`attnsvm.results.open_results`)."""
+    # xarray, pandas and zarr: ``import attnsvm`` stays light for the command line
+    from attnsvm.results import open_results as _open
+
+    return _open(results, verify=verify, chunks=chunks)

@@ -1,19 +1,29 @@
-"""Command line of attnsvm: run-cell (one cell, no Snakemake), check-config and status."""
+"""The attnsvm command line: run-cell (one cell, no Snakemake), check-config, status, claims,
+open, generate."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
+import os
+import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from attnsvm.config.cell import CHOICES, FIELD_DOCS, Cell, CellError
+from attnsvm.config.cell import Cell, CellError
+from attnsvm.config.cost import check_run_cost
+from attnsvm.config.errors import ConfigError
+from attnsvm.config.fields import FIELDS, NAMES
+from attnsvm.config.files import load_config_file
+from attnsvm.failures import DeviceUnavailableError
+from attnsvm.provenance import ATTNSVM_VERSION
 
 DESCRIPTION = """\
 Gradient descent on one-layer attention against the attention SVMs (docs/science.md).
 The sweep itself runs with Snakemake (see the README); these commands run one cell, check a
-sweep config and show the progress of a sweep."""
+sweep config, show the progress of a sweep, test the theory's claims against it and outline
+its results."""
 
 
 def _bool_text(text: str) -> bool:
@@ -24,40 +34,50 @@ def _bool_text(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
 
 
+#: the argparse type of each kind of field (attnsvm.config.fields.KINDS)
+_KIND_TYPES = {"choice": str, "int": int, "optional int": int, "real": float, "bool": _bool_text}
+
+
 def _add_cell_options(p: argparse.ArgumentParser) -> None:
-    """One dashed option per :class:`Cell` field: type, choices and help from the field."""
+    """One dashed option per cell field: type, choices and help from the field registry
+    (:data:`attnsvm.config.fields.FIELDS`)."""
     group = p.add_argument_group("cell fields (docs/science.md; config/README.md)")
-    for f in dataclasses.fields(Cell):
-        default = f.default
+    for f in FIELDS:
         flag = "--" + f.name.replace("_", "-")
-        help_text = f"{FIELD_DOCS[f.name]} (default: {'m = d' if f.name == 'm' else default})"
-        if isinstance(default, bool):
+        shown = "m = d" if f.kind == "optional int" else f.default
+        help_text = f"{f.doc} (default: {shown})".replace("%", "%%")
+        kind = _KIND_TYPES[f.kind]
+        choices = f.choices or None
+        if f.kind == "bool":
             group.add_argument(
-                flag, action=argparse.BooleanOptionalAction, default=default, help=help_text
+                flag, action=argparse.BooleanOptionalAction, default=f.default, help=help_text
             )
-            kind = _bool_text
         else:
-            kind = int if f.name == "m" else {int: int, float: float}.get(type(default), str)
             group.add_argument(
                 flag,
                 dest=f.name,
                 type=kind,
-                default=default,
-                choices=CHOICES.get(f.name),
-                metavar=f.name.upper() if f.name not in CHOICES else None,
+                default=f.default,
+                choices=choices,
+                metavar=f.name.upper() if choices is None else None,
                 help=help_text,
             )
         if "_" in f.name:  # the old underscore spelling, accepted but not shown
             group.add_argument(
-                "--" + f.name, dest=f.name, type=kind, choices=CHOICES.get(f.name),
-                help=argparse.SUPPRESS,
-            )  # fmt: skip
+                "--" + f.name, dest=f.name, type=kind, choices=choices, help=argparse.SUPPRESS
+            )
+
+
+def _add_configfile(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--configfile",
+        default=None,
+        help="the sweep's config (default: config/config.yaml when present, as for Snakemake)",
+    )
 
 
 def _version() -> str:
-    from attnsvm import __version__
-
-    return f"attnsvm {__version__}"
+    return f"attnsvm {ATTNSVM_VERSION}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,11 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="results dir or experiment dir (default: the config's results dir)",
     )
-    st.add_argument(
-        "--configfile",
-        default=None,
-        help="the sweep's config (default: config/config.yaml when present, as for Snakemake)",
-    )
+    _add_configfile(st)
     st.add_argument("--json", action="store_true", help="print machine-readable JSON")
     st.add_argument(
         "--failed-paths",
@@ -125,11 +141,79 @@ def build_parser() -> argparse.ArgumentParser:
         help="check every file of every block store against its manifest (slower); by "
         "default only the manifests are read, and the results of that are cached",
     )
+    cl = sub.add_parser(
+        "claims",
+        help="the theory's claims against a finished sweep: verdicts and evidence",
+        description="Evaluate every claim of the config's experiments on their sweep stores "
+        "and print verdict and evidence per claim (docs/claims.md). Exit status 0 when no "
+        "claim FAILs, 1 when one FAILs (with --strict: or is INCONCLUSIVE), 2 on a bad config "
+        "or option, 3 when a sweep store is missing or damaged (its claims are not evaluated).",
+    )
+    _add_configfile(cl)
+    cl.add_argument("--json", action="store_true", help="print the ledger entries as JSON")
+    cl.add_argument(
+        "--strict", action="store_true", help="exit 1 also when a claim is INCONCLUSIVE"
+    )
+    gen = sub.add_parser(
+        "generate",
+        help="write the files generated from the registries (schema, docs tables)",
+        description="Write the config schema and the docs tables generated from the field, "
+        "figure and task registries (attnsvm.generate); --check only reports stale files.",
+    )
+    gen.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 and name every generated file that is out of date",
+    )
+    op = sub.add_parser(
+        "open",
+        help="outline a run's results: experiments, stores, claims, provenance",
+        description="Open every experiment of a results directory as one xarray.DataTree "
+        "(attnsvm.open_results, for notebooks) and print its outline.",
+    )
+    op.add_argument(
+        "results", nargs="?", default="results", help="results directory (default: results)"
+    )
     return parser
 
 
+#: exit statuses of a command stopped by a signal, as a shell reports them (128 + signal)
+EXIT_SIGINT = 128 + signal.SIGINT
+EXIT_SIGPIPE = 128 + signal.SIGPIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``attnsvm`` console script."""
+    """Entry point of the ``attnsvm`` console script.
+
+    Every command survives a closed pipe (``attnsvm check-config config/paper.yaml | head
+    -2``) and Ctrl-C without a traceback: a reader that went away ends the command quietly
+    with status 141, Ctrl-C with one line on stderr and status 130 (128 + the signal, as a
+    shell reports a process that the signal ended).
+    """
+    try:
+        code = _dispatch(argv)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_SIGPIPE
+    except KeyboardInterrupt:
+        _silence_stdout()
+        print("attnsvm: interrupted", file=sys.stderr)
+        return EXIT_SIGINT
+    return code
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing what is left of it at exit (to a pipe that
+    is closed) raises nothing (the Python docs' recipe for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout (a test's capture)
+        pass
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run-cell":
         return _run_cell(args)
@@ -137,7 +221,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _check_config(args.configfile)
     if args.command == "status":
         return _status(args)
+    if args.command == "generate":
+        return _generate(args.check)
+    if args.command == "claims":
+        return _claims(args)
+    if args.command == "open":
+        return _open(args.results)
     return 2
+
+
+def _generate(check: bool) -> int:
+    from attnsvm import generate  # the registries of every package
+
+    if check:
+        stale = generate.stale()
+        for path in stale:
+            print(f"attnsvm generate: {path} is out of date (run: attnsvm generate)")
+        return 1 if stale else 0
+    for path in generate.write():
+        print(f"wrote {path}")
+    return 0
+
+
+def _open(results: str) -> int:
+    # xarray, pandas and zarr: this command only
+    from attnsvm.results import ResultsError, open_results, outline
+    from attnsvm.sweep.integrity import StoreError
+
+    try:
+        print(outline(open_results(results)))
+    except BrokenPipeError:
+        raise  # a closed stdout, not a problem of the results (main)
+    except (ResultsError, StoreError, OSError) as err:
+        return _error(str(err))
+    return 0
 
 
 def _error(message: str) -> int:
@@ -146,8 +263,7 @@ def _error(message: str) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from attnsvm.config.grid import ConfigError
-    from attnsvm.sweep.status import print_status
+    from attnsvm.status import print_status  # numpy and the store checks: this command only
 
     try:
         return print_status(
@@ -157,16 +273,60 @@ def _status(args: argparse.Namespace) -> int:
             failed_paths=args.failed_paths,
             verify=args.verify,
         )
+    except BrokenPipeError:
+        raise  # a closed stdout, not a problem of the results (main)
     except (ConfigError, OSError) as err:
         print(f"attnsvm status: error: {err}", file=sys.stderr)
         return 2
 
 
+def _claims(args: argparse.Namespace) -> int:
+    """Evaluate the config's claims on its sweep stores and print them (docs/claims.md)."""
+    # the store checks, xarray and scipy: this command only
+    from attnsvm.claims.ledger import counts, evaluate_store, text_table
+    from attnsvm.plan import Plan
+    from attnsvm.status import default_configfile
+    from attnsvm.sweep.integrity import StoreError
+
+    path = args.configfile or default_configfile()
+    if path is None:
+        return _error("no config/config.yaml here: name the sweep's config with --configfile")
+    try:
+        plan = Plan.from_config(load_config_file(path))
+    except ConfigError as err:
+        return _error(f"{path}: {err}")
+    entries, unread = [], []
+    for name, exp in plan.experiments.items():
+        if not exp.claims:
+            continue
+        sweep = plan.paths.sweep(name)
+        try:
+            entries += evaluate_store(sweep, exp.claims, name)
+        except StoreError as err:
+            missing = not Path(sweep).exists()
+            why = "does not exist: run the sweep first" if missing else str(err)
+            unread.append(f"experiment {name}: {len(exp.claims)} claim(s) not evaluated: "
+                          f"the sweep store {sweep} {why}")  # fmt: skip
+    if args.json:
+        print(json.dumps(entries, indent=1))
+    else:
+        print(text_table(entries))
+        c = counts(entries)
+        print(f"{c['PASS']} PASS, {c['FAIL']} FAIL, {c['INCONCLUSIVE']} INCONCLUSIVE "
+              f"of {len(entries)} claim(s) ({path})")  # fmt: skip
+    for line in unread:
+        print(f"attnsvm claims: {line}", file=sys.stderr)
+    c = counts(entries)
+    if c["FAIL"] or (args.strict and c["INCONCLUSIVE"]):
+        return 1
+    return 3 if unread else 0
+
+
 def _check_config(path: str) -> int:
     """Parse and validate a config file; name the file, line and key of the first problem."""
-    from attnsvm.config.files import load_config_file
-    from attnsvm.config.grid import ConfigError, describe_cost
-    from attnsvm.sweep.plan import Plan
+    # pydantic, the config models and the registries: this command only
+    from attnsvm.config.grid import describe_cost
+    from attnsvm.plan import Plan
 
     try:
         raw = load_config_file(path)
@@ -184,15 +344,13 @@ def _check_config(path: str) -> int:
 
 
 def _run_cell(args: argparse.Namespace) -> int:
-    from attnsvm.config.cell import check_run_cost
-
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(Cell)}
+    values = {name: getattr(args, name) for name in NAMES}
     try:
         cell = Cell(**values)
         warning = check_run_cost(cell)
     except CellError as err:
         return _error(str(err))
-    from attnsvm.gd.device import DeviceUnavailableError, resolve_device
+    from attnsvm.gd.device import resolve_device  # torch: this command only
 
     try:  # before any work: an unusable device is one error, not a failed cell
         resolve_device(args.device)
@@ -200,8 +358,9 @@ def _run_cell(args: argparse.Namespace) -> int:
         return _error(str(err))
     if warning:
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
+    # xarray, scipy and the solvers: this command only
     from attnsvm.report.text import cell_summary, cell_summary_dict
-    from attnsvm.sweep.compute import run_cells
+    from attnsvm.tasks import run_cells
 
     (res,) = run_cells([cell], device=args.device, progress=args.progress)
     if args.json:

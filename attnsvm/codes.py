@@ -12,11 +12,11 @@ SVM_STATUS = ("optimal", "optimal_inaccurate", "infeasible", "solver_error", "no
 
 CONVERGENCE = ("global", "local", "not-local")
 """Convergence type of a GD run by its selection alpha, the paper's rule (docs/science.md §5,
-Metrics; :func:`attnsvm.sweep.metrics.selection_type`); -1 where not applicable."""
+Metrics; :func:`attnsvm.tasks.metrics.selection_type`); -1 where not applicable."""
 
 CONVERGENCE_STRICT = ("global", "local", "not-local", "unsaturated")
 """Convergence type by the strict rule (unsaturated first, then corr >= threshold;
-docs/science.md §5, Metrics; :func:`attnsvm.sweep.metrics.convergence_type`); -1 where not
+docs/science.md §5, Metrics; :func:`attnsvm.tasks.metrics.convergence_type`); -1 where not
 applicable."""
 
 NOT_APPLICABLE = -1
@@ -30,6 +30,12 @@ out-of-memory killer); the block stays failed until forced (``--forcerun``)."""
 EXIT_ENVIRONMENT = 75
 """Exit status of a block worker that failed for an environmental reason (sysexits'
 EX_TEMPFAIL)."""
+
+EXIT_DEVICE_UNAVAILABLE = 69
+"""Exit status of a block worker (``python -m attnsvm.sweep.worker``) whose device is not
+available (sysexits' EX_UNAVAILABLE; :func:`attnsvm.sweep.job.block_job` raises, stores
+nothing, and the next run retries the block: an environmental failure, as
+:data:`EXIT_ENVIRONMENT` is)."""
 
 OLD_MARK = ".old-"
 """Marks an output moved aside while its replacement is renamed into place:

@@ -89,6 +89,6 @@ def progress_bar(enabled: bool, total: int, desc: str, unit: str = "it"):
     """A tqdm bar on stderr, or ``None`` when ``enabled`` is false (callers check)."""
     if not enabled:
         return None
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # only where a bar is shown (run-cell)
 
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=True, dynamic_ncols=True)

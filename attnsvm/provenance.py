@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import platform
 import socket
 import subprocess
+from collections import Counter
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
+
+try:
+    ATTNSVM_VERSION = version("attnsvm")
+except PackageNotFoundError:  # running from a source tree without installation
+    ATTNSVM_VERSION = "0.0.0+unknown"
+"""The running attnsvm version (``attnsvm.__version__``; recorded in manifests and stores)."""
 
 PACKAGES = (
     "attnsvm",
@@ -36,9 +46,13 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def git_commit() -> str:
-    """Commit (with ``-dirty`` when modified) of the attnsvm source tree, or '' if unknown."""
-    src = Path(__file__).resolve().parent
+def git_commit(tree: str | os.PathLike | None = None) -> str:
+    """Commit (with ``-dirty`` when modified) of the attnsvm source tree, or '' if unknown.
+
+    ``tree``: another directory of the checkout whose changes count (the benchmarks name the
+    whole repository: their scripts are outside the package).
+    """
+    src = Path(__file__).resolve().parent if tree is None else Path(tree)
     try:
         head = subprocess.run(
             ["git", "-C", str(src), "rev-parse", "HEAD"],
@@ -67,3 +81,16 @@ def now() -> str:
 def host() -> dict[str, str]:
     """Host name and platform."""
     return {"hostname": socket.gethostname(), "platform": platform.platform()}
+
+
+def computed_by(blocks: Mapping[str, Mapping[str, Any]]) -> Counter[str]:
+    """Blocks per ``"attnsvm <version>, git commit <commit>"`` that computed them.
+
+    ``blocks``: the per-block provenance a sweep store records (its ``blocks`` attribute, as
+    parsed JSON: ``versions``, ``git_commit``, ... of each block job; docs/store.md).
+    """
+    out: Counter[str] = Counter()
+    for info in blocks.values():
+        version = (info.get("versions") or {}).get("attnsvm", "unknown")
+        out[f"attnsvm {version}, git commit {info.get('git_commit') or 'unknown'}"] += 1
+    return out

@@ -3,7 +3,8 @@
 Usage: python bench/bench_compare.py [--sections cells,e2,e3] [--sizes 6,8,10/20,15,50/...]
        [--official DIR]
 Prints one row per comparison: attnsvm seconds, baseline seconds, ratio (baseline / attnsvm),
-agreement. Both sides run with one torch thread in the same process, interleaved.
+agreement. Both sides run with one torch thread in the same process, interleaved. Each section
+writes its table to bench/tables/ (``SECTION_TABLES``; bench/tables.py assembles BENCHMARKS.md).
 
 Sections (``--sections``, comma-separated; default cells,e2,e3)
 * gen: Gen-SVM only, at each --sizes (one instance at d >= 100, where cells skips it
@@ -55,6 +56,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import baseline as B  # noqa: E402
+from tables import Table  # noqa: E402  (bench/tables.py: BENCHMARKS.md's tables)
 
 from attnsvm.config.cell import Cell  # noqa: E402
 from attnsvm.gd.data import make_dataset, optimal_tokens  # noqa: E402
@@ -62,15 +64,40 @@ from attnsvm.gd.train import train_cells  # noqa: E402
 from attnsvm.svm import gen_svm, solve_frobenius, solve_nuclear  # noqa: E402
 from attnsvm.svm import nuclear as svm_nuclear  # noqa: E402
 from attnsvm.svm.constraints import att_svm_constraints  # noqa: E402
-from attnsvm.sweep.compute import run_cells  # noqa: E402
-from attnsvm.sweep.metrics import corr, rank  # noqa: E402
+from attnsvm.tasks import run_cells  # noqa: E402
+from attnsvm.tasks.metrics import corr, rank  # noqa: E402
 
-ROWS: list[tuple] = []
+#: the table each section writes (bench/tables/<name>.md): name, BENCHMARKS.md section,
+#: title, order within the section
+SECTION_TABLES = {
+    "nucrows": ("svm_nuclear_rows", "svm", "The nuclear SVM past the barrier's rows", 20),
+    "cells": ("baseline_cells", "cost", "Per cell against a notebook-style baseline", 10),
+    "e2": ("baseline_e2", "cost", "E2 against a notebook-style baseline", 11),
+    "gen": ("baseline_gen", "cost", "Gen-SVM against a notebook-style baseline", 12),
+    "e3": ("baseline_e3", "cost", "E3 against a notebook-style baseline", 13),
+}
+COLUMNS = ["comparison", "attnsvm s", "baseline s", "ratio", "notes"]
+NOTE = (
+    "ratio = baseline seconds / attnsvm seconds, both measured in this run, interleaved, one "
+    "torch thread and one BLAS thread each. The baseline (bench/baseline.py) is the "
+    "straightforward notebook-style implementation: one seed at a time, autograd normalized "
+    "GD with the textbook softmax output, every SVM a cvxpy model with one constraint per "
+    "(i, t) pair and cvxpy's default solver, on attnsvm's seeded data (the same instances)."
+)
+_tables: list[Table] = []  # the table of the section being measured
 
 
 def row(what: str, fast: float, slow: float, note: str = "") -> None:
-    ROWS.append((what, fast, slow, note))
-    print(f"| {what} | {fast:.4g} | {slow:.4g} | {slow / fast:.1f}x | {note} |", flush=True)
+    _tables[-1].add(what, f"{fast:.4g}", f"{slow:.4g}", f"{slow / fast:.1f}x", note)
+
+
+def measure(key: str, run, *args) -> None:
+    """Run section ``key`` (``run(*args)``, whose rows go to its table), write its table."""
+    name, section, title, order = SECTION_TABLES[key]
+    _tables.append(Table(name, section, title, COLUMNS, order=order))
+    run(*args)
+    _tables[-1].note(NOTE)
+    _tables[-1].write()
 
 
 def clarabel_reference(cons) -> float:
@@ -370,22 +397,21 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch threads {torch.get_num_threads()}; seconds; ratio = baseline / attnsvm")
-    print("| comparison | attnsvm s | baseline s | ratio | notes |\n|---|---|---|---|---|")
     sections = args.sections.split(",")
     official = load_official(args.official)
+    sizes = [tuple(map(int, size.split(","))) for size in args.sizes.split("/")]
     if "nucrows" in sections:
-        bench_nucrows(args, official)
+        measure("nucrows", bench_nucrows, args, official)
     if "cells" in sections:
-        for size in args.sizes.split("/"):
-            bench_cells(*map(int, size.split(",")), args)
+        measure("cells", lambda: [bench_cells(*size, args) for size in sizes])
     if "gen" in sections:  # Gen-SVM alone, e.g. at d = 100 (the cells section skips it)
-        for size in args.sizes.split("/"):
-            n, T, d = map(int, size.split(","))
-            bench_gen(n, T, d, 1 if d >= 100 else args.base_seeds)
+        measure(
+            "gen", lambda: [bench_gen(*s, 1 if s[2] >= 100 else args.base_seeds) for s in sizes]
+        )
     if "e2" in sections:
-        bench_e2(args)
+        measure("e2", bench_e2, args)
     if "e3" in sections:
-        bench_e3(args, official)
+        measure("e3", bench_e3, args, official)
 
 
 if __name__ == "__main__":

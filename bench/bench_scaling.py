@@ -21,6 +21,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from tables import Table  # noqa: E402  (bench/tables.py: BENCHMARKS.md's tables)
 
 from attnsvm.config.cell import Cell  # noqa: E402
 from attnsvm.gd.data import make_dataset, optimal_tokens  # noqa: E402
@@ -94,21 +95,34 @@ def main() -> None:
         return
     torch.set_num_threads(1)
     results = {}
-    print("| axis | value | (n,T,d) | " + " | ".join(f"{p} s" for p in PARTS) + " |")
-    print("|---|---|---|" + "---|" * len(PARTS))
+    out = Table(
+        "scaling",
+        "cost",
+        "Per-cell cost against d, n and T",
+        ["axis", "value", "(n,T,d)", *(f"{p} s" for p in PARTS)],
+        order=20,
+    )
     for axis, values in AXES.items():
         for v in values:
             shape = dict(BASE, **{axis: v})
             c = cost(shape["n"], shape["T"], shape["d"], args)
             results[(axis, v)] = c
             tri = f"({shape['n']},{shape['T']},{shape['d']})"
-            print(f"| {axis} | {v} | {tri} | " + " | ".join(f"{c[p]:.4g}" for p in PARTS) + " |")
+            out.add(axis, v, tri, *(f"{c[p]:.4g}" for p in PARTS))
     with table.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["axis", "value", "iterations", *PARTS])
         for (axis, v), c in results.items():
             w.writerow([axis, v, args.iterations, *(c[p] for p in PARTS)])
     plot(results, args.out, args.iterations)
+    out.note(f"![per-cell cost]({Path(args.out).as_posix()})")
+    out.note(
+        f"One axis at a time around (n, T, d) = ({BASE['n']}, {BASE['T']}, {BASE['d']}); "
+        f"training is {args.iterations} iterations per seed of a batch of {args.batch} (seconds "
+        f"per seed), the SVMs use the optimal tokens (mean of {args.seeds} instances); the "
+        f"numbers are also in `{table.as_posix()}`."
+    )
+    out.write()
 
 
 if __name__ == "__main__":

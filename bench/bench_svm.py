@@ -22,12 +22,13 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import cvxpy as cp  # noqa: E402
 import numpy as np  # noqa: E402
+from tables import Table  # noqa: E402  (bench/tables.py: BENCHMARKS.md's tables)
 
 from attnsvm.config.cell import Cell  # noqa: E402
 from attnsvm.gd.data import make_dataset, optimal_tokens  # noqa: E402
 from attnsvm.svm import solve_frobenius, solve_nuclear  # noqa: E402
 from attnsvm.svm.constraints import att_svm_constraints  # noqa: E402
-from attnsvm.sweep.metrics import corr, rank  # noqa: E402
+from attnsvm.tasks.metrics import corr, rank  # noqa: E402
 
 
 def naive_frobenius(X: np.ndarray, Z: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, float]:
@@ -82,7 +83,7 @@ def bench_nuclear(n: int, T: int, d: int, seeds: int) -> None:
     )
 
 
-def bench_routes(n: int, T: int, d: int, seeds: int) -> None:
+def bench_routes(n: int, T: int, d: int, seeds: int, table: Table) -> None:
     """Least-distance route vs the conic route it replaced, at one E3 shape (opt tokens)."""
     import attnsvm.svm.frobenius as F
 
@@ -111,11 +112,13 @@ def bench_routes(n: int, T: int, d: int, seeds: int) -> None:
         default=0.0,
     )  # fmt: skip
     routes = sorted({r.solver for r in new}), sorted({r.solver for r in old})
-    print(
-        f"({n}, {T}, {d}), {conss[0].n_rows} rows, {seeds} instances: least distance "
-        f"{t_new * 1e3:.2f} ms vs {t_old * 1e3:.2f} ms ({t_old / t_new:.1f}x); routes "
-        f"{routes[0]} vs {routes[1]}; same verdict {same}/{seeds}, "
-        f"{sum(r.feasible for r in new)} feasible, objectives within {rel:.1e} relative"
+    table.add(
+        f"({n}, {T}, {d}), {conss[0].n_rows}",
+        f"{t_new * 1e3:.2f} ({', '.join(routes[0])})",
+        f"{t_old * 1e3:.2f} ({', '.join(routes[1])})",
+        f"{t_old / t_new:.1f}x",
+        f"{same}/{seeds} ({sum(r.feasible for r in new)} feasible)",
+        "equal" if rel == 0 else f"within {rel:.1e}",
     )
 
 
@@ -125,9 +128,24 @@ def main() -> None:
     ap.add_argument("--routes", action="store_true", help="least-distance route vs conic")
     args = ap.parse_args()
     if args.routes:
+        table = Table(
+            "svm_frobenius_routes",
+            "svm",
+            "The Frobenius SVM: least distance against the conic routes it replaced",
+            ["(n, T, d), rows", "least distance ms (route)", "replaced route ms (route)",
+             "speed-up", "same verdict", "objectives"],
+            order=10,
+        )  # fmt: skip
         for shape in [(15, 15, 10), (15, 15, 5), (10, 15, 10), (15, 10, 10), (15, 15, 4),
                       (10, 15, 3)]:  # fmt: skip
-            bench_routes(*shape, max(args.seeds, 10))
+            bench_routes(*shape, max(args.seeds, 10), table)
+        table.note(
+            "E3 shapes whose dual Gram matrix is singular; opt tokens; medians per instance. The "
+            "replaced route is the same solve with the least-distance route switched off "
+            "(Clarabel's dual QP, or at small d Clarabel's reduced primal); objectives: the "
+            "largest relative difference over the instances both call feasible."
+        )
+        table.write()
         return
     bench_frobenius(10, 10, 50, args.seeds)
     bench_nuclear(6, 8, 10, args.seeds)

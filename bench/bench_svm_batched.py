@@ -27,6 +27,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from tables import Table  # noqa: E402  (bench/tables.py: BENCHMARKS.md's tables)
 
 from attnsvm.config.cell import Cell  # noqa: E402
 from attnsvm.gd.data import make_dataset, optimal_tokens  # noqa: E402
@@ -59,14 +60,8 @@ def timed(fn, device: str, repeat: int):
     return best_wall, best_cpu, result
 
 
-def bench_size(n, T, d, batches, device, repeat) -> None:
+def bench_size(n, T, d, batches, device, repeat, table: Table) -> None:
     cons = instances(n, T, d, max(batches))
-    N = cons[0].n_rows
-    print(f"\n(n, T, d) = ({n}, {T}, {d}): N = {N} dual variables, device {device}")
-    print(
-        f"{'batch':>6} {'loop inst/s':>12} {'(cpu)':>9} {'batched inst/s':>15} {'(cpu)':>9}"
-        f" {'speed-up':>9} {'(cpu)':>7} {'certified':>9}"
-    )
     # warm-up (torch kernels, allocator, CUDA context)
     solve_frobenius_batched(cons[:8], device)
     loop_rate = None
@@ -85,11 +80,19 @@ def bench_size(n, T, d, batches, device, repeat) -> None:
             crossover = None  # faster from the next batch size on, if it stays faster
         elif crossover is None:
             crossover = B
-        print(
-            f"{B:>6} {loop_rate[0]:>12.0f} {loop_rate[1]:>9.0f} {rate[0]:>15.0f} {rate[1]:>9.0f}"
-            f" {speed[0]:>8.1f}x {speed[1]:>6.1f}x {stats.certified / B:>9.1%}"
+        table.add(
+            f"({n}, {T}, {d}), N = {cons[0].n_rows}",
+            B,
+            f"{loop_rate[0]:.0f} / {loop_rate[1]:.0f}",
+            f"{rate[0]:.0f} / {rate[1]:.0f}",
+            f"{speed[0]:.1f}x / {speed[1]:.1f}x",
+            f"{stats.certified / B:.0%}",
         )
-    print(f"  batched faster (CPU seconds) at every batch size from {crossover} on")
+    table.note(
+        f"({n}, {T}, {d}): batched faster (CPU seconds) at every batch size from {crossover} on."
+        if crossover
+        else f"({n}, {T}, {d}): batched not faster (CPU seconds) at the largest batch size."
+    )
 
 
 def main() -> None:
@@ -103,11 +106,28 @@ def main() -> None:
     p.add_argument("--large-batches", default="1,8,64,256", help="batch sizes at the large size")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {args.threads} thread(s), best of {args.repeat}")
-    bench_size(6, 8, 10, [int(b) for b in args.batches.split(",")], args.device, args.repeat)
-    bench_size(
-        20, 10, 20, [int(b) for b in args.large_batches.split(",")], args.device, args.repeat
+    gpu = args.device.startswith("cuda")
+    table = Table(
+        "svm_batched_cuda" if gpu else "svm_batched",
+        "gpu" if gpu else "svm",
+        f"Batched Frobenius SVM on {'a GPU' if gpu else 'the CPU'}",
+        ["size", "batch", "loop inst/s (cpu)", "batched inst/s (cpu)", "speed-up (cpu)",
+         "certified"],
+        order=20 if gpu else 30,
+    )  # fmt: skip
+    for (n, T, d), batches in (((6, 8, 10), args.batches), ((20, 10, 20), args.large_batches)):
+        sizes = [int(b) for b in batches.split(",")]
+        bench_size(n, T, d, sizes, args.device, args.repeat, table)
+    table.note(
+        f"Instances per second, wall time / process CPU time (on a loaded machine read the CPU "
+        f"numbers), best of {args.repeat}, torch {torch.__version__}, {args.threads} thread(s), "
+        f"batched route on {args.device}. Instances from the workflow's own data "
+        "(`make_dataset`, optimal tokens). loop: `solve_frobenius` per instance on the CPU; "
+        "batched: `solve_frobenius_batched` with everything included (stacking, Gram "
+        "matrices, pivoting, certificate, per-instance finish). Block jobs use the batched "
+        "route from `BATCH_MIN` distinct instances per group."
     )
+    table.write()
 
 
 if __name__ == "__main__":

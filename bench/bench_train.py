@@ -34,6 +34,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import torch  # noqa: E402
+from tables import Table  # noqa: E402  (bench/tables.py: BENCHMARKS.md's tables)
 
 from attnsvm.config.cell import Cell  # noqa: E402
 from attnsvm.gd.train import stack_cells, train_batch  # noqa: E402
@@ -123,12 +124,13 @@ def run_child(tree: Path, case: int, args: argparse.Namespace) -> tuple[float, f
 
 def steps(args: argparse.Namespace) -> None:
     here = Path(__file__).resolve().parents[1]
-    trees = {"after": here}
+    trees = {"rate": here}
     if args.before:
         trees = {"before": Path(args.before).resolve(), "after": here}
-    print(f"torch {torch.__version__}, {args.iterations} iterations, threads 1, "
-          f"best of {args.repeats}, load average {os.getloadavg()[0]:.2f} at start; "
-          f"seed-iterations per second (k = 1000)")  # fmt: skip
+    columns = ["case", "seeds"] + [f"{n} {kind}" for n in trees for kind in ("wall", "cpu")]
+    if args.before:
+        columns += ["speed-up wall", "speed-up cpu"]
+    table = Table("training_step", "cost", "Training step rate", columns, order=30)
     for case, (label, _, S) in enumerate(STEP_CASES):
         best = {name: [float("inf"), float("inf")] for name in trees}
         for _ in range(args.repeats):
@@ -136,13 +138,18 @@ def steps(args: argparse.Namespace) -> None:
                 wall, cpu = run_child(tree, case, args)
                 best[name] = [min(best[name][0], wall), min(best[name][1], cpu)]
         work = S * args.iterations / 1e3
-        parts = [f"{n} {work / w:6.1f}k wall {work / c:6.1f}k cpu" for n, (w, c) in best.items()]
-        line = f"{label:19s} S={S:3d}  " + "  |  ".join(parts)
+        cells = [f"{work / t:.1f}k" for w, c in best.values() for t in (w, c)]
         if "before" in best:
-            line += f"  |  speed-up wall {best['before'][0] / best['after'][0]:.2f}x"
-            line += f" cpu {best['before'][1] / best['after'][1]:.2f}x"
-        print(line, flush=True)
-    print(f"load average {os.getloadavg()[0]:.2f} at end")
+            cells += [f"{best['before'][i] / best['after'][i]:.2f}x" for i in (0, 1)]
+        table.add(label, S, *cells)
+    table.note(
+        f"Seed-iterations per second (k = 1000) of batched training, {args.iterations} "
+        f"iterations, torch {torch.__version__}, one thread, best of {args.repeats}, each case "
+        "timed in a fresh process (imports and first calls not timed); wall and process CPU "
+        "time (on a loaded machine read the CPU columns)."
+        + (f" before: the package in {args.before}; the trees alternate." if args.before else "")
+    )
+    table.write()
 
 
 def main() -> None:

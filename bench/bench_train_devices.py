@@ -18,6 +18,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # before numpy: one BLAS thread, as the other benches
 
 import torch  # noqa: E402
+from tables import Table  # noqa: E402  (bench/tables.py: BENCHMARKS.md's tables)
 
 from attnsvm.config.cell import Cell  # noqa: E402
 from attnsvm.gd.train import stack_cells, train_batch  # noqa: E402
@@ -52,25 +53,39 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     devices = args.devices.split(",")
-    print(f"torch {torch.__version__}, {args.threads} CPU thread(s), best of {args.repeat}")
+    gpu = "cuda" in devices
+    table = Table(
+        "gpu_training" if gpu else "training_batch_cpu",
+        "gpu" if gpu else "cost",
+        "Batched training on a GPU and the CPU" if gpu else "Batched training on the CPU",
+        ["(n, T, d)", "S", *(f"{dev} seed-it/s" for dev in devices)],
+        order=10 if gpu else 40,
+    )
     for (n, T, d), sizes, iters in zip(
         SIZES,
         (args.sizes, args.large_sizes),
         (args.iterations, args.large_iterations),
         strict=True,
     ):
-        print(f"\n(n, T, d) = ({n}, {T}, {d}), {iters} iterations, seed-iterations per second")
-        print(f"{'S':>7} " + " ".join(f"{dev:>14}" for dev in devices))
         for dev in devices:
             rate(n, T, d, 2, 2, dev, 1)  # warm-up
         wins = None
         for S in (int(s) for s in sizes.split(",")):
             rates = {dev: rate(n, T, d, S, iters, dev, args.repeat) for dev in devices}
-            print(f"{S:>7} " + " ".join(f"{rates[dev]:>14.3g}" for dev in devices))
-            if wins is None and "cuda" in rates and "cpu" in rates and rates["cuda"] > rates["cpu"]:
+            table.add(f"({n}, {T}, {d})", S, *(f"{rates[dev]:.3g}" for dev in devices))
+            if wins is None and gpu and "cpu" in rates and rates["cuda"] > rates["cpu"]:
                 wins = S
-        if "cuda" in devices and "cpu" in devices:
-            print(f"  CUDA faster than the CPU from S = {wins}")
+        if gpu and "cpu" in devices:
+            table.note(
+                f"({n}, {T}, {d}), {iters} iterations: CUDA faster than the CPU from S = {wins}."
+            )
+    table.note(
+        f"Seed-iterations per second of `train_batch` (param W, float64), best of {args.repeat}, "
+        f"torch {torch.__version__}, {args.threads} CPU thread(s); training only (data "
+        "generation and the host copy of inputs excluded, checkpoints and the copy back "
+        "included)."
+    )
+    table.write()
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
-"""Fit the cost model of :func:`attnsvm.config.cell.predicted_seconds` to measured blocks.
+"""Fit the cost model of :func:`attnsvm.config.cost.predicted_seconds` to measured blocks.
 
 ``python bench/fit_cost_model.py RESULTS [RESULTS ...]`` reads every finished block store
 under the results folders (its cells and the per-stage timings it records), fits the six
-constants of ``predicted_seconds`` (attnsvm/config/cell.py) by non-negative least
+constants of ``predicted_seconds`` (attnsvm/config/cost.py) by non-negative least
 squares (training stage and solve + metrics stages separately), and prints them with the
 measured / predicted ratio per experiment, for the fitted constants and for those in
-attnsvm/config/cell.py. The constants in cell.py are this script's fit to a paper-size run
+attnsvm/config/cost.py. The constants in cost.py are this script's fit to a paper-size run
 (config/paper.yaml) and a default sweep (config/config.yaml) together, measured 2026-11-23 on
 the 2-core development machine.
 """
@@ -22,10 +22,11 @@ import numpy as np
 import zarr
 from scipy.optimize import nnls
 
-from attnsvm.config import cell as C
+from attnsvm.config import cost as C
+from attnsvm.config.cell import Cell
 
 
-def _groups(cells: list[C.Cell]) -> list[tuple[C.Cell, int]]:
+def _groups(cells: list[Cell]) -> list[tuple[Cell, int]]:
     """(first cell, seeds) per grid point of a block: its cells that differ only in seed."""
     counts: dict[str, list] = collections.OrderedDict()
     for c in cells:
@@ -34,7 +35,7 @@ def _groups(cells: list[C.Cell]) -> list[tuple[C.Cell, int]]:
     return [(c, k) for c, k in counts.values()]
 
 
-def features(cells: list[C.Cell]) -> tuple[list[float], list[float]]:
+def features(cells: list[Cell]) -> tuple[list[float], list[float]]:
     """Training features (GD steps, regularization-path steps, multiply-adds) and solve
     features (cells, SVM size, rank-constrained SVM size), as in ``predicted_seconds``."""
     steps = path_steps = flops = ncell = size = lowrank = 0.0
@@ -65,7 +66,7 @@ def read_blocks(results: list[Path]) -> list[tuple[str, list, list, float, float
             attrs = dict(zarr.open_group(str(p), mode="r").attrs)
             if attrs.get("failure_kind") or "cells" not in attrs:
                 continue
-            cells = [C.Cell.from_dict(d) for d in json.loads(attrs["cells"])]
+            cells = [Cell.from_dict(d) for d in json.loads(attrs["cells"])]
             ft, fs = features(cells)
             st = _stages(attrs)
             rows.append(
@@ -112,7 +113,7 @@ def main() -> None:
         [C.STEP_SECONDS, C.PATH_STEP_SECONDS, C.FLOP_SECONDS],
         [C.CELL_SECONDS, C.SOLVE_SECONDS, C.LOWRANK_SECONDS],
     )
-    report(rows, *current, "with the constants in attnsvm/config/cell.py:")
+    report(rows, *current, "with the constants in attnsvm/config/cost.py:")
 
 
 if __name__ == "__main__":

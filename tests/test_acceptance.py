@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from attnsvm import Cell
-from attnsvm.sweep.compute import run_cells
+from attnsvm.tasks import run_cells
 from tests.workflow_helpers import real_config
 
 SEEDS = range(20)

@@ -169,8 +169,9 @@ def test_new_figures_render_from_tiny_pipeline(tmp_path):
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_rgb
 
-    from attnsvm.config.grid import parse_experiment
-    from attnsvm.report.figures import figure_module, make_figure
+    from attnsvm.plan import parse_experiment
+    from attnsvm.report.draw import make_figure
+    from attnsvm.report.figures import figure_module
     from attnsvm.sweep.collect import collect_sweep
     from attnsvm.sweep.summary import summarize
     from attnsvm.sweep.worker import write_block

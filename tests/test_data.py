@@ -64,7 +64,7 @@ def test_token_scores_and_opt():
 def test_toy2d_separates_frobenius_and_nuclear_rays():
     from attnsvm.svm import solve_frobenius, solve_nuclear
     from attnsvm.svm.constraints import att_svm_constraints
-    from attnsvm.sweep.metrics import corr
+    from attnsvm.tasks.metrics import corr
 
     ds = make_dataset(Cell(generator="toy2d", n=2, T=3, d=2))
     cons = att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds))

@@ -253,8 +253,8 @@ def test_e6_bars_are_shares_of_ok_runs():
 def test_e6_classes_by_selection_from_the_run():
     """A real (tiny) E6 run: the stored class follows alpha, the strict rule is kept apart."""
     from attnsvm.config.cell import Cell
-    from attnsvm.sweep.compute import run_cells
-    from attnsvm.sweep.metrics import convergence_type, selection_type
+    from attnsvm.tasks import run_cells
+    from attnsvm.tasks.metrics import convergence_type, selection_type
 
     cells = [Cell(n=4, T=5, d=2, param="W", iterations=60, seed=s) for s in range(6)]
     for r in run_cells(cells, device="cpu"):
@@ -317,7 +317,7 @@ def test_unknown_figure_name():
     ],
 )
 def test_figure_from_real_pipeline_with_a_missing_block(name, raw, tmp_path):
-    from attnsvm.config.grid import parse_experiment
+    from attnsvm.plan import parse_experiment
     from attnsvm.sweep.collect import collect_sweep
     from attnsvm.sweep.worker import write_block
 

@@ -1,6 +1,8 @@
 import pytest
 
-from attnsvm.config.grid import ConfigError, block_name, parse_config
+from attnsvm.config.errors import ConfigError
+from attnsvm.config.grid import block_name
+from attnsvm.plan import parse_config
 
 
 def cfg(**exp):
@@ -121,12 +123,6 @@ def test_bad_block_seconds_named(value):
         _packed(value)
     with pytest.raises(ConfigError, match="experiment 'x': 'block_seconds'"):
         _packed(0, block_seconds=value)
-
-
-def test_schema_file_is_generated_from_the_models():
-    from attnsvm.config.schema import SCHEMA_PATH, schema_yaml
-
-    assert SCHEMA_PATH.read_text() == schema_yaml(), "run: python -m attnsvm.config.schema"
 
 
 def test_validated_once_then_trusted():

@@ -20,7 +20,7 @@ import xarray as xr
 import yaml
 
 from attnsvm import codes
-from attnsvm.config.grid import parse_config
+from attnsvm.plan import parse_config
 from attnsvm.sweep.collect import collect_sweep
 from attnsvm.sweep.integrity import (
     MANIFEST,
@@ -225,7 +225,7 @@ def test_results_of_another_clone_with_other_iterations_are_recomputed(finished,
     assert int(sweep["iteration"].values[-1]) == 30
     assert json.loads(sweep.attrs["status_counts"])["ok"] == N_CELLS
     exp = parse_config(cfg)[EXP]
-    from attnsvm.sweep.worker import cells_digest
+    from attnsvm.config.cell import cells_digest
 
     recorded = json.loads(sweep.attrs["blocks"])
     assert {b.name: cells_digest(b.cells) for b in exp.blocks()} == {
@@ -301,9 +301,9 @@ def test_damaged_block_read_by_collect_fails_naming_the_store(clone):
     data[-1] ^= 0x01
     chunk.write_bytes(bytes(data))
     code = (
-        "from attnsvm.sweep.plan import Plan; import yaml; "
+        "from attnsvm.plan import Plan; import yaml; "
         "p = Plan.from_config(yaml.safe_load(open('c.yaml'))); "
-        f"from attnsvm.sweep.plan import collect_experiment as c; "
+        f"from attnsvm.sweep.collect import collect_experiment as c; "
         f"c(p.experiment_config('{EXP}'), p.block_paths('{EXP}'), 'out.zarr')"
     )
     proc = subprocess.run(
@@ -377,8 +377,8 @@ def test_every_chunk_has_a_crc32c_and_the_manifest_lists_every_file(one_block):
         names = [c["name"] for c in json.loads(meta.read_text())["codecs"]]
         assert names[-1] == "crc32c", meta
     m = verify_store(path)
+    from attnsvm.config.cell import cells_digest
     from attnsvm.sweep.integrity import attnsvm_version
-    from attnsvm.sweep.worker import cells_digest
 
     assert m["cells_digest"] == cells_digest(b.cells) and m["attnsvm"] == attnsvm_version()
     assert (m["kind"], m["experiment"], m["block"]) == ("block", EXP, b.name)
@@ -422,8 +422,8 @@ def test_store_without_manifest_is_not_finished(block_copy):
 
 
 def test_repair_moves_damaged_stores_aside_and_a_dry_run_changes_nothing(block_copy):
+    from attnsvm.config.cell import cells_digest
     from attnsvm.sweep.integrity import repair_blocks
-    from attnsvm.sweep.worker import cells_digest
 
     exp, b, path = block_copy
     (path / "W" / "zarr.json").unlink()
@@ -479,7 +479,7 @@ def test_figure_save_cleans_partials_of_a_killed_attempt(tmp_path):
 def test_environmental_failures_are_told_from_reproducible_ones():
     import errno
 
-    from attnsvm.sweep.worker import EnvironmentFailure, is_environmental
+    from attnsvm.failures import EnvironmentFailure, is_environmental
 
     assert is_environmental(OSError(errno.ENOSPC, "No space left on device"))
     assert is_environmental(EnvironmentFailure("device 'cuda' requested but CUDA is not"))

@@ -11,13 +11,12 @@ import pytest
 import torch
 
 from attnsvm import codes
-from attnsvm.config.cell import Cell
-from attnsvm.config.grid import parse_config
+from attnsvm.config.cell import Cell, cells_text
 from attnsvm.gd.device import EXIT_DEVICE_UNAVAILABLE, DeviceUnavailableError
+from attnsvm.plan import Plan, parse_config
+from attnsvm.status import scan_experiment
 from attnsvm.sweep.collect import collect_sweep
 from attnsvm.sweep.job import FAULT_ENV, block_job, claim_path
-from attnsvm.sweep.plan import Plan
-from attnsvm.sweep.status import scan_experiment
 from attnsvm.sweep.store import open_block
 
 CONFIG = {
@@ -133,8 +132,8 @@ def test_block_worker_without_gpu_exits_with_its_own_status(tmp_path, monkeypatc
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the worker sees no GPU
     spec = tmp_path / "spec.json"
     out = tmp_path / "b.zarr"
-    cells = [Cell(n=3, T=3, d=3, iterations=20, seed=0).to_dict()]
-    spec.write_text(json.dumps({"cells": cells, "out": str(out), "device": "cuda"}))
+    cells = cells_text([Cell(n=3, T=3, d=3, iterations=20, seed=0)])
+    spec.write_text(json.dumps({"cells_json": cells, "out": str(out), "device": "cuda"}))
     proc = subprocess.run(
         [sys.executable, "-m", "attnsvm.sweep.worker", str(spec)], capture_output=True, text=True
     )

@@ -7,12 +7,24 @@ import pytest
 import torch
 
 from attnsvm.config.cell import Cell, CellError
-from attnsvm.gd.joint import JointObjective, train_joint_batch, train_joint_stacked
+from attnsvm.gd.joint import JointObjective, train_joint_batch
 from attnsvm.gd.model import loss_fn, pack, unpack
-from attnsvm.gd.train import stack_cells, train_stacked
+from attnsvm.gd.train import stack_cells, train_batch
 from attnsvm.svm.head import head_svm
-from attnsvm.sweep.compute import run_cells
+from attnsvm.sweep.store import cell_dataset
+from attnsvm.tasks import run_cells
 from tests.workflow_helpers import tiny_sweep
+
+
+def train_stacked(b: dict, c: Cell, **kw):
+    """Fixed-head training of a stacked batch with the cell's settings."""
+    data = (b["X"], b["Y"], b["Z"], b["v"], b["V"], b["init"])
+    return train_batch(*data, c.settings("train"), **kw)
+
+
+def train_joint_stacked(b: dict, c: Cell, **kw):
+    """Joint training of a stacked batch with the cell's settings."""
+    return train_joint_batch(b["X"], b["Y"], b["Z"], b["v"], b["init"], c.settings("train"), **kw)
 
 
 def _batch(param: str, seeds: int = 3, **kw) -> tuple[dict, Cell]:
@@ -134,7 +146,7 @@ def test_cell_train_head_field():
 
 def test_run_cells_with_a_trained_head_measures_and_describes_it():
     from attnsvm.gd.data import make_dataset, optimal_tokens
-    from attnsvm.sweep.variables import UNDESCRIBED
+    from attnsvm.variables import UNDESCRIBED
 
     cells = [Cell(d=6, train_head=True, iterations=400, seed=s) for s in range(2)]
     for r in run_cells(cells, device="cpu"):
@@ -151,7 +163,7 @@ def test_run_cells_with_a_trained_head_measures_and_describes_it():
             assert sc["corr_v"] == pytest.approx(corr, rel=1e-12)
             assert sc["vmm_margin"] == pytest.approx(1 / np.linalg.norm(v_mm), rel=1e-9)
         assert sc["vnorm"] == pytest.approx(np.linalg.norm(r.head[-1]))
-        xs = r.to_xarray()
+        xs = cell_dataset(r)
         assert not [k for k in xs.data_vars if xs[k].attrs["description"] == UNDESCRIBED]
         assert "curve_corr_v" in xs and "curve_vnorm" in xs
         from attnsvm.report.text import _fmt, cell_summary
@@ -176,7 +188,8 @@ def test_joint_head_figure_and_caption_from_a_tiny_pipeline(tmp_path):
     from docutils.core import publish_parts
 
     from attnsvm.report.captions import fmt
-    from attnsvm.report.figures import figure_module, make_figure
+    from attnsvm.report.draw import make_figure
+    from attnsvm.report.figures import figure_module
 
     raw = {"fixed": {"n": 3, "T": 4, "iterations": 100},
            "grid": {"d": [2, 4], "param": ["W", "KQ"], "train_head": [False, True]}}  # fmt: skip

@@ -19,22 +19,14 @@ from hypothesis import strategies as st
 from workflow_helpers import scratch_workflow, snakemake, write_config
 
 from attnsvm import cli
-from attnsvm.config.cell import (
-    MAX_SEED,
-    RUN_CELL_WARN_SECONDS,
-    Cell,
-    CellError,
-    check_run_cost,
-    predicted_bytes,
-)
+from attnsvm.config.cell import Cell, CellError
+from attnsvm.config.cost import RUN_CELL_WARN_SECONDS, check_run_cost, predicted_bytes
+from attnsvm.config.errors import ConfigError
+from attnsvm.config.fields import MAX_SEED
 from attnsvm.config.files import MAX_CONFIG_BYTES, load_config_file, load_config_text
-from attnsvm.config.grid import (
-    DEFAULT_MAX_CELLS,
-    MAX_BLOCK_NAME,
-    ConfigError,
-    block_name,
-    parse_config,
-)
+from attnsvm.config.grid import MAX_BLOCK_NAME, block_name
+from attnsvm.config.schema import DEFAULT_MAX_CELLS
+from attnsvm.plan import parse_config
 from attnsvm.sweep.lock import LOCK_NAME, ResultsInUseError, lock_experiments, unlock_experiments
 
 #: every row must end well within this (issue 17: "well under 10 seconds")

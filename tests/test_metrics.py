@@ -1,7 +1,7 @@
 import numpy as np
 
 from attnsvm import codes
-from attnsvm.sweep import metrics as M
+from attnsvm.tasks import metrics as M
 
 
 def test_corr_is_a_cosine():

@@ -9,7 +9,7 @@ import torch
 
 from attnsvm.config.cell import Cell
 from attnsvm.gd.data import make_init
-from attnsvm.gd.multihead import (
+from attnsvm.gd.multihead_model import (
     MultiObjective,
     head_inits,
     multi_loss_fn,
@@ -102,7 +102,7 @@ def test_heads_field_keeps_single_head_digests_and_names_bad_values():
 
 
 def test_stacked_corr_and_agreement():
-    from attnsvm.sweep.multihead import agreement, stacked_corr
+    from attnsvm.tasks.multi_head import agreement, stacked_corr
 
     rng = np.random.default_rng(0)
     A, B = rng.standard_normal((2, 3, 3)), rng.standard_normal((2, 3, 3))
@@ -120,7 +120,8 @@ def test_stacked_corr_and_agreement():
 def test_each_head_converges_to_the_svm_of_its_own_selection(param):
     """docs/science.md §12: every head's W_h aligns with the Att-SVM (Frobenius for W, nuclear
     for KQ) of its own final selection, and the stacked heads with the stacked SVM."""
-    from attnsvm.sweep.compute import run_cells
+    from attnsvm.sweep.store import cell_dataset
+    from attnsvm.tasks import run_cells
 
     cells = [Cell(seed=s, heads=2, param=param, **E2) for s in range(2)]
     for res in run_cells(cells, device="cpu"):
@@ -128,7 +129,7 @@ def test_each_head_converges_to_the_svm_of_its_own_selection(param):
         assert np.all(res.heads["head_corr"] > 0.98), res.heads["head_corr"]
         assert res.scalars["corr_matching"] > 0.98
         assert res.convergence in ("global", "local")
-        ds = res.to_xarray()
+        ds = cell_dataset(res)
         assert ds["head_corr"].dims == ("attention_head",)
         assert ds["head_alpha"].shape == (2, E2["n"])
         assert ds["head_corr"].attrs["units"] == "1"

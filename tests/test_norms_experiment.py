@@ -23,7 +23,7 @@ def test_norm_svms_field_keeps_existing_cells_and_is_refused_for_ntp():
 
 
 def test_trained_cell_measures_every_norm_and_its_own_svm_has_ratio_at_most_one():
-    from attnsvm.sweep.compute import run_cells
+    from attnsvm.tasks import run_cells
 
     plain, extra = run_cells([Cell(seed=1, **SMALL), Cell(seed=1, norm_svms=True, **SMALL)])
     assert not any(k.startswith("mratio_") for k in plain.scalars)
@@ -40,7 +40,7 @@ def test_trained_cell_measures_every_norm_and_its_own_svm_has_ratio_at_most_one(
 def test_sign_descent_ends_closest_to_the_max_entry_svm():
     """The linear theory's prediction on a small instance: sign descent's final W correlates
     more with the max-entry SVM than with any other norm's (3 seeds, mean)."""
-    from attnsvm.sweep.compute import run_cells
+    from attnsvm.tasks import run_cells
 
     cells = [Cell(seed=s, optimizer="sign", norm_svms=True, **{**SMALL, "iterations": 300})
              for s in range(3)]  # fmt: skip
@@ -54,14 +54,15 @@ def test_norms_figure_renders_from_tiny_pipeline(tmp_path):
     import matplotlib.pyplot as plt
     from docutils.core import publish_parts
 
-    from attnsvm.report.figures import figure_module, make_figure
+    from attnsvm.report.draw import make_figure
+    from attnsvm.report.figures import figure_module
     from tests.workflow_helpers import tiny_sweep
 
     fixed = {k: v for k, v in SMALL.items() if k != "d"}
     raw = {"fixed": {**fixed, "iterations": 60, "norm_svms": True},
            "grid": {"d": [3, 4], "optimizer": ["normalized", "sign", "spectral"]}}  # fmt: skip
     sweep, summary = tiny_sweep(tmp_path, "t_norms", {**raw, "seeds": 2, "figures": ["norms"]})
-    from attnsvm.sweep.variables import UNDESCRIBED
+    from attnsvm.variables import UNDESCRIBED
 
     for ds in (sweep, summary):  # every new variable is described (CF attributes)
         for name, var in ds.variables.items():

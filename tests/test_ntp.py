@@ -14,7 +14,7 @@ from attnsvm.ntp.svm import fin_basis, ntp_constraints, project, solve_ntp_svm
 from attnsvm.ntp.train import scores_grad
 from attnsvm.ntp.wfin import GRAD_TOL, projected_gradient_norm, solve_wfin
 from attnsvm.svm.frobenius import violation
-from attnsvm.sweep.compute import run_cells
+from attnsvm.tasks import run_cells
 
 
 def _reachability(edges: np.ndarray, K: int) -> np.ndarray:

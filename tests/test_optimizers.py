@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from attnsvm.config.cell import Cell
+from attnsvm.config.settings import Settings
 from attnsvm.gd.optimizers import ADAM_BETAS, ADAM_EPS, STEEPEST, StepRule, make_rule
 from attnsvm.gd.train import stack_cells, train_cells
 
@@ -85,7 +86,7 @@ def test_mirror_step_by_hand(name, p):
 
 def test_unknown_rule_is_refused():
     with pytest.raises(ValueError, match="'rmsprop'"):
-        make_rule("rmsprop", 0.1)
+        make_rule(Settings.of("train", optimizer="rmsprop"), 0.1)
 
 
 E2 = dict(n=4, T=5, d=6, iterations=60, checkpoint_count=5)
@@ -145,7 +146,7 @@ def test_polyak_floor_is_the_loss_infimum_of_the_fixed_head():
     cells = [Cell(seed=s, n=4, T=5, d=8) for s in range(3)]
     data = stack_cells(cells)
     X, Y, Z, v = (torch.as_tensor(data[k]) for k in ("X", "Y", "Z", "v"))
-    floor = loss_floor((X, Y, Z, v, None), {"head": "linear"})
+    floor = loss_floor((X, Y, Z, v, None), "linear")
     gamma = Y.numpy()[..., None] * np.einsum("sntd,sd->snt", X.numpy(), v.numpy())
     np.testing.assert_allclose(floor.numpy(), np.log1p(np.exp(-gamma.max(-1))).mean(-1))
     opts = dict(param="W", head="linear", lam=0.0, ridge=0.0, stable=True)

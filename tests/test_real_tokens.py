@@ -5,12 +5,13 @@ import pytest
 from scipy.optimize import minimize
 
 from attnsvm.config.cell import Cell, CellError
-from attnsvm.config.grid import ConfigError, parse_config
+from attnsvm.config.errors import ConfigError
 from attnsvm.gd import real_tokens as RT
 from attnsvm.gd.data import make_dataset, optimal_tokens
+from attnsvm.plan import parse_config
 from attnsvm.svm import solve_frobenius
 from attnsvm.svm.constraints import att_svm_constraints
-from attnsvm.sweep.compute import run_cells
+from attnsvm.tasks import run_cells
 
 
 @pytest.mark.parametrize("generator", RT.REAL_GENERATORS)
@@ -139,7 +140,7 @@ def test_real_tokens_figure_renders_from_a_tiny_pipeline(tmp_path):
     matplotlib.use("Agg")
     from docutils.core import publish_parts
 
-    from attnsvm.report.figures import make_figure
+    from attnsvm.report.draw import make_figure
     from tests.workflow_helpers import tiny_sweep
 
     raw = {

@@ -7,7 +7,7 @@ import xarray as xr
 from docutils.core import publish_parts
 
 from attnsvm import codes
-from attnsvm.config.grid import parse_experiment
+from attnsvm.plan import parse_experiment
 from attnsvm.report.captions import fmt
 from attnsvm.report.draw import make_figure
 from attnsvm.sweep.summary import summarize
@@ -116,7 +116,7 @@ def test_status_table_is_styled_and_counts_every_cell(runs, tmp_path):
 def test_report_lists_paper_experiments_first(repo):
     import yaml
 
-    from attnsvm.sweep.plan import Plan
+    from attnsvm.plan import Plan
 
     plan = Plan.from_config(yaml.safe_load((repo / "config/config.yaml").read_text()))
     cats = {exp: plan.report_category(exp) for exp in plan.experiments}
@@ -132,8 +132,7 @@ def test_report_lists_paper_experiments_first(repo):
 
 
 def test_every_caption_text_is_valid_rst():
-    from attnsvm.config.grid import FIGURES
-    from attnsvm.report.figures import figure
+    from attnsvm.report.figures import FIGURES, figure
 
     TEXT = {fig.name: (fig.what, fig.look) for fig in map(figure, FIGURES)}
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from attnsvm.config.grid import parse_config
+from attnsvm.plan import parse_config
 from attnsvm.sweep.collect import block_paths_in
 from attnsvm.sweep.store import open_block
 from tests.workflow_helpers import (

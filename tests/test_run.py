@@ -10,7 +10,7 @@ import pytest
 
 import attnsvm
 from attnsvm import Cell
-from attnsvm.sweep.compute import run_cells
+from attnsvm.tasks import run_cells
 
 SMALL = dict(n=3, T=4, d=5, iterations=200, checkpoint_count=8)
 
@@ -25,7 +25,7 @@ def test_results_in_input_order_and_batched_equal_alone():
 
 
 def test_identical_constraint_sets_are_solved_once(monkeypatch):
-    import attnsvm.sweep.compute as run_mod
+    import attnsvm.tasks.measure as run_mod
 
     calls = {"fro": 0, "nuc": 0}
     real_fro, real_nuc = run_mod.solve_frobenius, run_mod.solve_nuclear
@@ -101,7 +101,7 @@ def test_untrained_cells_solve_opt_svms_only():
 
 
 def test_solver_failure_is_recorded_and_others_go_on(monkeypatch):
-    import attnsvm.sweep.compute as run_mod
+    import attnsvm.tasks.measure as run_mod
 
     real = run_mod.solve_nuclear
     calls = {"n": 0}
@@ -196,7 +196,7 @@ def test_an_uncertified_svm_answer_is_not_solved(monkeypatch):
     summary counts it neither as feasible nor as infeasible."""
     import dataclasses
 
-    import attnsvm.sweep.compute as run_mod
+    import attnsvm.tasks.measure as run_mod
     from attnsvm.sweep.summary import summarize
 
     real = run_mod.solve_frobenius
@@ -229,14 +229,16 @@ def test_an_uncertified_svm_answer_is_not_solved(monkeypatch):
     assert int(s["feasible_fro_opt_count"]) == 2 and float(s["feasible_fro_opt_mean"]) == 0.5
 
 
-def test_cell_result_repr_is_short_and_to_xarray_describes_itself():
-    from attnsvm.sweep.variables import UNDESCRIBED
+def test_cell_result_repr_is_short_and_cell_dataset_describes_itself():
+    from attnsvm.variables import UNDESCRIBED
 
     res = run_cells([Cell(seed=1, param="KQ", **SMALL)], device="cpu")[0]
     text = repr(res)
     assert "\n" not in text and len(text) < 200
     assert "seed=1" in text and "status='ok'" in text and "KQ" in text
-    ds = res.to_xarray()
+    from attnsvm.sweep.store import cell_dataset
+
+    ds = cell_dataset(res)
     assert "cell" not in ds.dims and int(ds["seed"]) == 1
     np.testing.assert_array_equal(ds["W"].values, res.W)
     assert float(ds["corr_fro_alpha"]) == res.scalars["corr_fro_alpha"]

@@ -24,7 +24,7 @@ import pytest
 import xarray as xr
 import yaml
 
-from attnsvm.sweep.plan import Plan
+from attnsvm.plan import Plan
 from tests.workflow_helpers import (
     REPO,
     executed_jobs,

@@ -1,5 +1,5 @@
 """attnsvm status remembers its plan and its quick checks, and never more than their keys vouch
-for (attnsvm.sweep.status_cache)."""
+for (attnsvm.status_cache)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-import attnsvm.sweep.status as status_mod
-from attnsvm.sweep import status_cache
+import attnsvm.status as status_mod
+from attnsvm import status_cache
+from attnsvm.plan import Plan
+from attnsvm.status import sweep_status
 from attnsvm.sweep.integrity import write_manifest
-from attnsvm.sweep.plan import Plan
-from attnsvm.sweep.status import sweep_status
 from tests.test_status_estimate import CONFIG, _fake_store
 from tests.workflow_helpers import write_config
 
@@ -44,7 +44,7 @@ def _facts(report: dict) -> str:
 
 
 def _forbid(monkeypatch, *names):
-    """Make the named attributes of attnsvm.sweep.status / Plan raise when called."""
+    """Make the named attributes of attnsvm.status / Plan raise when called."""
 
     def boom(*args, **kwargs):
         raise AssertionError("the cache should have answered")

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from attnsvm.sweep.integrity import write_manifest
-from attnsvm.sweep.plan import Plan
-from attnsvm.sweep.status import (
+from attnsvm.plan import Plan
+from attnsvm.status import (
     RESULT_JOB_SECONDS,
     _max_overlap,
     _union_length,
     estimate_remaining,
     scan_experiment,
 )
+from attnsvm.sweep.integrity import write_manifest
 from tests.workflow_helpers import write_config
 
 CONFIG = {
@@ -128,7 +128,8 @@ def test_status_defaults_to_config_config_yaml_and_prints_an_overall_line(tmp_pa
     assert "from 1 measured jobs" in lines[-1]
     js = subprocess.run(cmd + ["--json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     overall = json.loads(js.stdout)["overall"]
-    # 4 blocks left at the measured 12 s / planned ratio, plus 2 x 3 result jobs, on 1 job
+    # 4 blocks left at the measured 12 s / planned ratio, plus 2 x 4 result jobs (collect,
+    # summarize, status table, claims), on 1 job
     ratio = 12.0 / plan.block_seconds("a")[a_blocks[0]]
     left = sum(
         ratio * plan.block_seconds(e)[b]
@@ -136,4 +137,4 @@ def test_status_defaults_to_config_config_yaml_and_prints_an_overall_line(tmp_pa
         for b in plan.blocks(e)
         if b != a_blocks[0]
     )
-    assert overall["estimated_remaining_seconds"] == pytest.approx(left + 6 * RESULT_JOB_SECONDS)
+    assert overall["estimated_remaining_seconds"] == pytest.approx(left + 8 * RESULT_JOB_SECONDS)

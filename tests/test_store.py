@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 from attnsvm import codes
-from attnsvm.config.grid import parse_config
+from attnsvm.plan import parse_config
 from attnsvm.sweep.collect import collect_sweep
 from attnsvm.sweep.store import is_finished_store, open_block
 from attnsvm.sweep.summary import summarize
@@ -154,7 +154,7 @@ def test_sweep_roundtrip_and_summary(stores, experiment, tmp_path):
 
 
 def _assert_self_describing(ds: xr.Dataset, where: str) -> None:
-    from attnsvm.sweep.variables import UNDESCRIBED
+    from attnsvm.variables import UNDESCRIBED
 
     for dim in ds.dims:
         assert dim in ds.coords, f"{where}: dimension {dim!r} has no coordinate"
@@ -241,6 +241,7 @@ def test_paths_are_the_one_layout_of_the_workflow():
         "results/x/logs/collect.log",
         "results/x/logs/summarize.log",
         "results/x/logs/status_table.log",
+        "results/x/logs/claims.log",
         "results/x/logs/figure_e2.log",
     ]
     with pytest.raises(KeyError, match="block"):

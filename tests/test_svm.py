@@ -21,7 +21,7 @@ from attnsvm.svm import (
     support_tokens,
 )
 from attnsvm.svm.constraints import Constraints, att_svm_constraints
-from attnsvm.sweep.metrics import corr, rank
+from attnsvm.tasks.metrics import corr, rank
 
 
 # ----------------------------------------------------------------------------- references

@@ -12,7 +12,7 @@ from attnsvm.svm import solve_frobenius, solve_nuclear
 from attnsvm.svm.constraints import att_svm_constraints
 from attnsvm.svm.frobenius import BASIS_TOL, orthonormal_basis
 from attnsvm.svm.nuclear_ipm import certified_gap, solve_dual_barrier
-from attnsvm.sweep.metrics import rank
+from attnsvm.tasks.metrics import rank
 
 
 def instances(count: int, seed: int):

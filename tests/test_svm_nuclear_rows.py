@@ -19,7 +19,7 @@ from attnsvm.svm.constraints import att_svm_constraints
 from attnsvm.svm.frobenius import BASIS_TOL, VERIFY_TOL, orthonormal_basis, violation
 from attnsvm.svm.nuclear_ipm import certified_gap
 from attnsvm.svm.nuclear_pd import solve_primal_dual
-from attnsvm.sweep.metrics import rank
+from attnsvm.tasks.metrics import rank
 
 
 def instances(shapes, per_shape: int, seed: int, random_share: bool = True):

@@ -10,7 +10,7 @@ from attnsvm.config.cell import Cell
 from attnsvm.gd.data import make_init
 from attnsvm.gd.model import loss_and_grad, loss_fn
 from attnsvm.gd.train import stack_cells, train_batch, train_cells
-from attnsvm.sweep.metrics import corr
+from attnsvm.tasks.metrics import corr
 
 E2 = {"n": 6, "T": 8, "d": 10}  # the E2 shape of docs/science.md §6
 

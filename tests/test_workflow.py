@@ -214,7 +214,7 @@ def test_default_sweep_end_to_end_with_report(tmp_path):
     assert (wd / "results/report.html").stat().st_size > 100_000
     import yaml
 
-    from attnsvm.config.grid import parse_config
+    from attnsvm.plan import parse_config
 
     exps = parse_config(yaml.safe_load((REPO / "config/config.yaml").read_text()))
     for name, exp in exps.items():
@@ -245,6 +245,25 @@ def test_default_sweep_end_to_end_with_report(tmp_path):
         summary = xr.open_dataset(wd / f"results/{name}/summary.nc")
         assert status_text(summary) in report, name
     assert f"attnsvm {__version__}" in report and "checkpoint_count: 80" in report
+    # the whole run as one object (README, "Open results in a notebook")
+    import attnsvm
+
+    tree = attnsvm.open_results(wd / "results")
+    assert sorted(tree.children) == sorted(exps)
+    blocks = sum(exp.n_blocks for exp in exps.values())
+    assert tree.attrs["blocks"] == blocks and tree.attrs["attnsvm_versions"] == [__version__]
+    for name, exp in exps.items():
+        # the ledger is a child exactly where the experiment states claims, one row per claim
+        expected = ["claims", "summary", "sweep"] if exp.claims else ["summary", "sweep"]
+        assert sorted(tree[name].children) == expected, name
+        if exp.claims:
+            assert tree[f"{name}/claims"].sizes["claim"] == len(exp.claims), name
+        assert tree[name].attrs["n_cells"] == exp.n_cells
+        status = tree[f"{name}/sweep"]["status"]
+        assert not status.variable._in_memory  # lazy until used
+        counts = json.loads(tree[name].attrs["status_counts"])
+        assert int((status == 0).sum()) == counts["ok"]
+    xr.testing.assert_identical(tree["e2_local/summary"].to_dataset().load(), e2.load())
 
 
 def test_crashed_block_is_counted_not_lost(tmp_path, monkeypatch):

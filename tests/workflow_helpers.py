@@ -24,7 +24,8 @@ REAL_CONFIG = REPO / "config" / "config.yaml"
 TEST_CONFIG = REPO / ".test" / "config" / "config.yaml"
 
 # How the .test config shrinks the real one: caps on these values, size axes cut to their two
-# smallest values, and its own results directory (a test run never touches results/).
+# smallest values (claims about the sizes cut away are left out), and its own results
+# directory (a test run never touches results/).
 CAPS = {"seeds": 4, "iterations": 40, "checkpoint_count": 10}
 SIZE_AXES = ("n", "T", "d", "m")
 TEST_RESULTS = ".test/results"
@@ -52,7 +53,22 @@ def shrink_experiment(exp: dict[str, Any]) -> dict[str, Any]:
         out["seeds"] = min(seeds, CAPS["seeds"])
     elif seeds is not None:
         out["seeds"] = seeds[: CAPS["seeds"]]
+    if "claims" in out:
+        out["claims"] = [c for c in out["claims"] if _claim_fits(c, grid)]
     return out
+
+
+def _claim_fits(claim: dict[str, Any], grid: dict[str, Any]) -> bool:
+    """Whether a claim still selects grid points once the size axes are cut: a claim about
+    sizes the shrunk config no longer has (``where: {d: 10}``) is left out of it."""
+    from attnsvm.config.claims import condition, holds
+
+    for axis, cond in claim.get("where", {}).items():
+        if axis in SIZE_AXES and axis in grid:
+            op, operand = condition(cond)
+            if not any(holds(op, v, operand) for v in grid[axis]):
+                return False
+    return True
 
 
 def shrink_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -159,7 +175,7 @@ if __name__ == "__main__":
 def tiny_sweep(out: Path, name: str, raw: dict[str, Any]):
     """``(sweep, summary)`` of experiment ``raw`` computed in-process, its block stores
     under ``out``: the pipeline a figure reads, without Snakemake."""
-    from attnsvm.config.grid import parse_experiment
+    from attnsvm.plan import parse_experiment
     from attnsvm.sweep.collect import collect_sweep
     from attnsvm.sweep.summary import summarize
     from attnsvm.sweep.worker import write_block
@@ -173,3 +189,27 @@ def tiny_sweep(out: Path, name: str, raw: dict[str, Any]):
     }
     sweep = collect_sweep(exp, paths)
     return sweep, summarize(sweep)
+
+
+def tiny_results(root: Path, *experiments: str) -> Path:
+    """A results directory at ``root`` as the workflow writes it (block stores, sweep,
+    summary, run info) for ``experiments`` of the .test config, computed in-process."""
+    from attnsvm.plan import parse_experiment
+    from attnsvm.report.text import write_run_info
+    from attnsvm.sweep.collect import write_sweep
+    from attnsvm.sweep.paths import Paths
+    from attnsvm.sweep.summary import write_summary
+    from attnsvm.sweep.worker import write_block
+
+    config = load_test_config(*experiments)
+    paths = Paths(str(root))
+    for name, raw in config["experiments"].items():
+        exp = parse_experiment(name, raw, config.get("block_size", 64))
+        for b in exp.blocks():
+            write_block(
+                b.cells, paths.block(name, b.name), experiment=name, block=b.name, device="cpu"
+            )
+        write_sweep(exp, paths.blocks_dir(name), paths.sweep(name))
+        write_summary(paths.sweep(name), paths.summary(name))
+    write_run_info(config, {name: paths.sweep(name) for name in experiments}, paths.run_info())
+    return root

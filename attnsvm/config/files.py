@@ -5,7 +5,7 @@ files Snakemake loaded, to catch what Snakemake's loader lets through) all read 
 Every problem is one :class:`~attnsvm.config.grid.ConfigError` naming the file and, for YAML
 problems, the line: a file over MAX_CONFIG_BYTES, a binary (non-UTF-8) file, invalid YAML,
 a key given twice in one mapping (``fixed``, an experiment name, ...), or more than
-MAX_ALIASES alias uses. The parsed value then goes to :func:`attnsvm.config.grid.parse_config`,
+MAX_ALIASES alias uses. The parsed value then goes to :func:`attnsvm.plan.parse_config`,
 which bounds everything else.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from attnsvm.config.grid import ConfigError
+from attnsvm.config.errors import ConfigError
 
 #: largest config file read (bytes); the paper's config is ~3 kB
 MAX_CONFIG_BYTES = 4 * 2**20

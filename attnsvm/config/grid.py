@@ -10,97 +10,90 @@ seeds leaves every existing full block's name and cells unchanged.
 With ``block_seconds`` > 0, consecutive grid points whose seeds fit in one block are packed
 into one block (one job) while its predicted CPU seconds stay under ``block_seconds`` and its
 predicted memory under ``PACK_MAX_BYTES``: cheap grid points then pay one worker start-up (~3-5 s of
-imports and interpreter) together instead of one each (issue 19; BENCHMARKS.md). Points are
-packed only with points whose cells store alike (same head, generator, training and
-checkpoints); a packed block's name spans its first and last point, and a change of the grid
-may repack (and so recompute) the packed blocks of that experiment.
+imports and interpreter) together instead of one each (issue 19; BENCHMARKS.md, per-job
+start-up). Points are packed only with points whose cells store alike (same head, generator,
+training and checkpoints); a packed block's name spans its first and last point, and a change
+of the grid may repack (and so recompute) the packed blocks of that experiment.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
+import functools
 import hashlib
 import itertools
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from attnsvm.config.cell import (
-    Cell,
-    CellError,
-    format_bytes,
-    predicted_bytes,
-    predicted_seconds,
+from attnsvm.config.cell import Cell
+from attnsvm.config.claims import ClaimModel
+from attnsvm.config.cost import format_bytes, predicted_bytes, predicted_seconds
+from attnsvm.config.errors import CellError, ConfigError
+from attnsvm.config.schema import (
+    DEFAULT_BLOCK_SECONDS,
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_MAX_BLOCKS,
+    DEFAULT_MAX_CELLS,
+    DEFAULT_MEM_MB,
+    SweepConfig,
+    validate_config,
+    yaml_value,
 )
 
-# the figure registry (attnsvm/report/figures: one module per figure, names read without
-# importing matplotlib); the paper's E1-E6 first, then the others
-from attnsvm.report.figures import FIGURES, PAPER_FIGURES  # noqa: F401
-
-CELL_FIELDS = tuple(f.name for f in dataclasses.fields(Cell))
-DEFAULT_BLOCK_SIZE = 64
-DEFAULT_MEM_MB = 4000
-#: Limits that keep planning bounded (issue 17; README "Configuration", config/README.md).
-#: ``max_cells`` defaults to DEFAULT_MAX_CELLS (the paper's sweep has ~11,000 cells).
-DEFAULT_MAX_CELLS = 100_000
-#: ``max_blocks`` (jobs) defaults to DEFAULT_MAX_BLOCKS: Snakemake plans ~250 jobs per CPU
-#: second (5000 blocks: 19 s CPU for ``snakemake -n``), the paper's sweep has 109 blocks, and
-#: max_cells cells in full blocks of the default size make 1563
-DEFAULT_MAX_BLOCKS = 2_000
-MAX_BLOCK_SIZE = 10_000
-#: ``block_seconds`` defaults to 0: one grid point per block (no packing)
-DEFAULT_BLOCK_SECONDS = 0.0
-#: largest ``block_seconds`` (a week of predicted CPU time)
-MAX_BLOCK_SECONDS = 7 * 24 * 3600.0
-#: predicted memory (:func:`attnsvm.config.cell.predicted_bytes`, summed over the grid points) up to
-#: which points are packed into one block; a quarter of the default ``mem_mb``
+#: predicted memory (:func:`attnsvm.config.cost.predicted_bytes`, summed over the grid points) up
+#: to which points are packed into one block; a quarter of the default ``mem_mb``
 PACK_MAX_BYTES = 2**30
-MAX_THREADS = 4096
-MAX_MEM_MB = 2**40
 #: YAML values (scalars, lists and mappings, every alias counted again) in a whole config
 MAX_CONFIG_NODES = 200_000
-MAX_NAME_LENGTH = 100
 #: longest block name kept readable; longer ones are shortened with a digest (file names
 #: may have at most 255 bytes)
 MAX_BLOCK_NAME = 200
 
-
-class ConfigError(ValueError):
-    """A sweep configuration problem; the message names the key, the value and what is allowed."""
+Point = tuple[tuple[str, Any], ...]
 
 
 @dataclass(frozen=True)
 class Block:
     """A block of cells: the unit of a job, a store and a resume.
 
-    Its cells are seeds of one grid point, or (packed, ``block_seconds`` > 0) of several
-    consecutive grid points; ``cell_points`` then names each cell's point.
+    Its cells are the ``seeds`` of one grid point, or (packed, ``block_seconds`` > 0) of
+    several consecutive grid points (``points``). They are built only when asked for, so a
+    job builds its own block's cells and no other (:meth:`Experiment.block`).
     """
 
     experiment: str
     name: str
-    point: tuple[tuple[str, Any], ...]  # axis values of the (first) grid point
-    cells: tuple[Cell, ...]
-    cell_points: tuple[tuple[tuple[str, Any], ...], ...] = ()  # per cell; () = all at point
+    points: tuple[Point, ...]  # axis values of its grid points (one unless packed)
+    seed_values: tuple[int, ...]  # the seeds of each point
+    make: Callable[[Point, int], Cell] = dataclasses.field(compare=False, repr=False)
+
+    @property
+    def point(self) -> Point:
+        """The (first) grid point."""
+        return self.points[0]
+
+    @functools.cached_property
+    def cells(self) -> tuple[Cell, ...]:
+        """Its cells: every seed of its first point, then of the next (built once)."""
+        return tuple(self.make(p, s) for p in self.points for s in self.seed_values)
 
     @property
     def seeds(self) -> list[int]:
-        return [c.seed for c in self.cells]
+        """The seed of every cell, in cell order."""
+        return [s for _ in self.points for s in self.seed_values]
 
-    def points_of_cells(self) -> tuple[tuple[tuple[str, Any], ...], ...]:
+    def points_of_cells(self) -> tuple[Point, ...]:
         """The grid point of every cell, in cell order."""
-        return self.cell_points or (self.point,) * len(self.cells)
+        return tuple(p for p in self.points for _ in self.seed_values)
 
     def predicted_seconds(self) -> float:
-        """Predicted CPU seconds of its cells (:func:`attnsvm.config.cell.predicted_seconds`;
-        each grid point's seeds train as one batch)."""
-        counts = collections.Counter(self.points_of_cells())
-        first = {}
-        for point, cell in zip(self.points_of_cells(), self.cells, strict=True):
-            first.setdefault(point, cell)
-        return sum(predicted_seconds(first[p], k) * k for p, k in counts.items())
+        """Predicted CPU seconds of its cells (:func:`attnsvm.config.cost.predicted_seconds`;
+        each grid point's seeds train as one batch); one cell per point is built."""
+        k = len(self.seed_values)
+        return sum(predicted_seconds(self.make(p, self.seed_values[0]), k) * k for p in self.points)
 
 
 @dataclass(frozen=True)
@@ -115,6 +108,9 @@ class Experiment:
     block_size: int
     description: str = ""
     block_seconds: float = DEFAULT_BLOCK_SECONDS
+    #: its claims (:mod:`attnsvm.config.claims` models; docs/claims.md), checked against what
+    #: its cells store by :func:`attnsvm.plan.parse_config`
+    claims: tuple[ClaimModel, ...] = ()
     #: its cells were validated (one per grid point, by :func:`parse_config`): the cells of its
     #: blocks are then built without validating them again (:meth:`Cell.trusted`)
     checked: bool = dataclasses.field(default=False, compare=False, repr=False)
@@ -133,24 +129,26 @@ class Experiment:
 
     def blocks(self) -> list[Block]:
         """Blocks of up to ``block_size`` consecutive seeds per grid point, and with
-        ``block_seconds`` > 0 packs of consecutive cheap grid points (module docstring)."""
+        ``block_seconds`` > 0 packs of consecutive cheap grid points (module docstring).
+        Their cells are built when asked for (:attr:`Block.cells`)."""
         out = []
         for pack in self._packs():
             if len(pack) > 1:
-                out.append(self._packed_block(pack))
+                name = block_name(pack[0], self.seeds, last=pack[-1])
+                out.append(Block(self.name, name, tuple(pack), tuple(self.seeds), self.cell))
                 continue
             point = pack[0]
             for k in range(0, len(self.seeds), self.block_size):
-                seeds = self.seeds[k : k + self.block_size]
-                cells = tuple(self.cell(point, s) for s in seeds)
-                out.append(Block(self.name, block_name(point, seeds), point, cells))
+                seeds = tuple(self.seeds[k : k + self.block_size])
+                out.append(Block(self.name, block_name(point, seeds), (point,), seeds, self.cell))
         return out
 
-    def _packed_block(self, pack: list[tuple[tuple[str, Any], ...]]) -> Block:
-        cell_points = tuple(p for p in pack for _ in self.seeds)
-        cells = tuple(self.cell(p, s) for p in pack for s in self.seeds)
-        name = block_name(pack[0], self.seeds, last=pack[-1])
-        return Block(self.name, name, pack[0], cells, cell_points)
+    def block(self, name: str) -> Block:
+        """The block named ``name`` (a job's own block: only its cells are built)."""
+        for b in self.blocks():
+            if b.name == name:
+                return b
+        raise ConfigError(f"experiment {self.name!r} has no block {name!r}")
 
     def _packs(self) -> list[list[tuple[tuple[str, Any], ...]]]:
         """Grid points in order, cut into packs: one point each unless ``block_seconds`` > 0."""
@@ -184,8 +182,8 @@ class Experiment:
     def predicted_cost(self) -> tuple[int, float]:
         """Predicted peak bytes of the largest block and CPU seconds of all cells.
 
-        From one cell per grid point (:func:`attnsvm.config.cell.predicted_bytes`,
-        :func:`attnsvm.config.cell.predicted_seconds`); no block is built.
+        From one cell per grid point (:func:`attnsvm.config.cost.predicted_bytes`,
+        :func:`attnsvm.config.cost.predicted_seconds`); no block is built.
         """
         batch = min(self.block_size, len(self.seeds))
         most, seconds = 0, 0.0
@@ -215,20 +213,6 @@ def _storage_key(cell: Cell) -> tuple:
     """What cells must share to be stored in one block: the variables and checkpoints they
     produce (:func:`attnsvm.sweep.store.results_to_dataset`); sizes may differ (padded)."""
     return (cell.head, cell.generator, cell.train, cell.task, tuple(cell.checkpoints()))
-
-
-_FLOAT_FIELDS = {f.name for f in dataclasses.fields(Cell) if f.type in ("float", float)}
-
-
-def yaml_value(key: str, value: Any) -> Any:
-    """A config value of cell field ``key``: YAML 1.1 reads ``1e-3`` as a string, accepted for
-    float fields."""
-    if key in _FLOAT_FIELDS and isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
 
 
 def _fmt_value(v: Any) -> str:
@@ -289,9 +273,16 @@ def check_config_size(config: Any, limit: int = MAX_CONFIG_NODES) -> None:
             stack.extend(obj)
 
 
-def _shape(name: str, raw: dict[str, Any], block_size: int, block_seconds: float) -> Experiment:
+def _shape(
+    name: str,
+    raw: dict[str, Any],
+    block_size: int,
+    block_seconds: float,
+    claims: Sequence[ClaimModel] = (),
+) -> Experiment:
     """The experiment of a config entry the models accepted (defaults filled in, YAML float
-    strings read, one value made an axis); its cells are neither built nor validated."""
+    strings read, one value made an axis; ``claims``: its validated claims); its cells are
+    neither built nor validated."""
     fixed = {k: yaml_value(k, v) for k, v in (raw.get("fixed") or {}).items()}
     axes = {
         k: [yaml_value(k, v) for v in (values if isinstance(values, list) else [values])]
@@ -309,14 +300,17 @@ def _shape(name: str, raw: dict[str, Any], block_size: int, block_seconds: float
         raw.get("block_size", block_size),
         raw.get("description", ""),
         float(raw.get("block_seconds", block_seconds)),
+        tuple(claims),
     )
 
 
-def _shapes(config: dict[str, Any]) -> list[Experiment]:
+def _shapes(config: dict[str, Any], model: SweepConfig) -> list[Experiment]:
+    """The experiments of a config that ``model`` (its validation) accepted."""
     block_size = config.get("block_size", DEFAULT_BLOCK_SIZE)
     block_seconds = config.get("block_seconds", DEFAULT_BLOCK_SECONDS)
     return [
-        _shape(name, raw, block_size, block_seconds) for name, raw in config["experiments"].items()
+        _shape(name, raw, block_size, block_seconds, model.experiments[name].claims)
+        for name, raw in config["experiments"].items()
     ]
 
 
@@ -359,18 +353,20 @@ def _check_cells(exp: Experiment, mem_mb: int | None) -> Experiment:
 
 
 def parse_experiment(
-    name: str, raw: Any, default_block_size: int, mem_mb: int | None = None
+    name: str,
+    raw: Any,
+    default_block_size: int,
+    mem_mb: int | None = None,
+    *,
+    figures: Collection[str],
 ) -> Experiment:
     """Validate one experiment entry and every cell it describes (errors name key and value).
 
     Refuses more than DEFAULT_MAX_CELLS cells before building any; ``mem_mb``: refuse a block
-    predicted to need more memory (MB).
+    predicted to need more memory (MB); ``figures``: the figure names it may draw.
     """
-    from attnsvm.config.schema import validate_config
-
     config = {"block_size": default_block_size, "experiments": {name: raw}}
-    validate_config(config)
-    (exp,) = _shapes(config)
+    (exp,) = _shapes(config, validate_config(config, figures))
     _check_max_cells(exp.n_cells, DEFAULT_MAX_CELLS, default=True)
     return _check_cells(exp, mem_mb)
 
@@ -397,12 +393,14 @@ def describe_cost(exp: Experiment) -> str:
     )
 
 
-def parse_config(config: Any) -> dict[str, Experiment]:
+def parse_sweep(config: Any, *, figures: Collection[str]) -> dict[str, Experiment]:
     """Validate a whole sweep config (top-level keys, experiments, cells) into experiments.
 
-    The keys and values are checked by the models of :mod:`attnsvm.config.schema`, the rules
-    that tie cell fields together on one cell per grid point (:class:`~attnsvm.config.cell.
-    CellModel`); the other cells of a point differ only in their seed, and are built unchecked.
+    ``figures``: the figure names an experiment may draw; :func:`attnsvm.plan.parse_config`
+    passes the registry's (the one validation everything calls). The keys and values are
+    checked by the models of :mod:`attnsvm.config.schema`, the rules that tie cell fields
+    together on one cell per grid point (:data:`~attnsvm.config.schema.CellModel`); the other
+    cells of a point differ only in their seed, and are built unchecked.
 
     Work is bounded whatever the input (issue 17): the config's size is checked first, the
     cells and blocks are counted from the axes' lengths and checked against ``max_cells`` and
@@ -410,13 +408,11 @@ def parse_config(config: Any) -> dict[str, Experiment]:
     the largest block's predicted memory against ``mem_mb``. Packed blocks
     (``block_seconds``) are counted again once one cell per grid point is validated.
     """
-    from attnsvm.config.schema import validate_config
-
     check_config_size(config)
     if not isinstance(config, dict):
         raise ConfigError(f"config must be a mapping, got {type(config).__name__}")
-    validate_config(config)  # every key and value (but the rules tying cell fields together)
-    shapes = _shapes(config)
+    model = validate_config(config, figures)  # every key and value (not yet cross-field rules)
+    shapes = _shapes(config, model)
     limit = config.get("max_cells", DEFAULT_MAX_CELLS)
     max_blocks = config.get("max_blocks", DEFAULT_MAX_BLOCKS)
     mem_mb = config.get("mem_mb", DEFAULT_MEM_MB)
@@ -444,3 +440,23 @@ def _too_many_blocks(n_blocks: int, max_blocks: int, default: bool) -> ConfigErr
 def _packs(exp: Experiment) -> bool:
     """Whether ``exp`` may pack grid points into one block (``block_seconds``)."""
     return exp.block_seconds > 0 and len(exp.seeds) <= exp.block_size
+
+
+def experiment_from_json(text: str) -> Experiment:
+    """Rebuild an :class:`Experiment` from :meth:`attnsvm.plan.Plan.experiment_config` JSON.
+
+    The JSON comes from a plan whose config was validated (:mod:`attnsvm.config.schema`), so
+    its cells are trusted, not validated again.
+    """
+    raw = json.loads(text)
+    return Experiment(
+        raw["name"],
+        raw["fixed"],
+        raw["grid"],
+        raw["seeds"],
+        raw["figures"],
+        raw["block_size"],
+        raw.get("description", ""),
+        raw.get("block_seconds", 0.0),
+        checked=True,
+    )

@@ -1,28 +1,25 @@
 """The sweep config as typed models (pydantic v2): the one description of what a config may say.
 
-:class:`SweepConfig` covers the top-level keys, each experiment (:class:`ExperimentModel`) and
-the cell fields of its ``fixed`` settings and ``grid`` axes, with their types, ranges and
-allowed values (the cell's own are :data:`attnsvm.config.cell.FIELD_RULES`; the rules that tie
-fields together are checked on one cell per grid point by
-:func:`attnsvm.config.gridmod.parse_config`). Every model forbids unknown keys.
+The models are generated from the field registry (:data:`attnsvm.config.fields.FIELDS`):
+:data:`CellModel` (the values a cell accepts and the rules tying its fields together), and
+for a config :func:`sweep_model`, the top-level keys, each experiment and the cell fields of
+its ``fixed`` settings and ``grid`` axes. The figures an experiment may name come from the
+figure registry, which the caller passes in (:func:`attnsvm.plan.parse_config` does): the
+configuration knows nothing of the report. Every model forbids unknown keys.
 
 :func:`validate_config` runs the models and turns the first problem into one
-:class:`~attnsvm.config.gridmod.ConfigError` line naming the key, the value, what is allowed and a
-did-you-mean hint. Snakemake (``workflow/rules/common.smk``), ``attnsvm check-config`` and
-``attnsvm status`` all validate through :func:`attnsvm.config.gridmod.parse_config`, which calls it;
-``workflow/schemas/config.schema.yaml`` is generated from :class:`SweepConfig`
-(:func:`schema_yaml`, ``python -m attnsvm.config.schema``) for editors and readers.
+:class:`~attnsvm.config.errors.ConfigError` line naming the key, the value, what is allowed and
+a did-you-mean hint. ``workflow/schemas/config.schema.yaml`` is generated from the models
+(:func:`schema_yaml`; ``attnsvm generate``) for editors and readers.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import difflib
 import functools
 import re
-import sys
-from pathlib import Path
+from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -33,29 +30,74 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     create_model,
     model_validator,
 )
 
-from attnsvm.config import grid as gridmod
-from attnsvm.config.cell import (
-    CHOICES,
-    FIELD_RULES,
+from attnsvm.config.claims import CLAIM_KINDS, Claim
+from attnsvm.config.errors import CellError, ConfigError
+from attnsvm.config.fields import (
+    AXES,
+    BY_NAME,
+    FIELDS,
+    FLOAT_FIELDS,
     MAX_SEED,
-    REAL_GENERATORS,
-    Cell,
     cross_field_problem,
-    field_message,
-    short,
 )
-from attnsvm.config.grid import ConfigError
+from attnsvm.images import REAL_GENERATORS
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 _STRICT = ConfigDict(extra="forbid", strict=True)
-_FLOAT_FIELDS = tuple(
-    k for k, rule in FIELD_RULES.items() if "finite" in rule[1] or "(0, 1)" in rule[1]
-)
+
+#: Defaults and limits of the top-level settings (issue 17; config/README.md, "Limits").
+DEFAULT_BLOCK_SIZE = 64
+DEFAULT_MEM_MB = 4000
+#: ``max_cells`` defaults to DEFAULT_MAX_CELLS (the paper's sweep has ~11,000 cells).
+DEFAULT_MAX_CELLS = 100_000
+#: ``max_blocks`` (jobs) defaults to DEFAULT_MAX_BLOCKS: Snakemake plans ~250 jobs per CPU
+#: second (5000 blocks: 19 s CPU for ``snakemake -n``), the paper's sweep has 109 blocks, and
+#: max_cells cells in full blocks of the default size make 1563
+DEFAULT_MAX_BLOCKS = 2_000
+MAX_BLOCK_SIZE = 10_000
+#: ``block_seconds`` defaults to 0: one grid point per block (no packing)
+DEFAULT_BLOCK_SECONDS = 0.0
+#: largest ``block_seconds`` (a week of predicted CPU time)
+MAX_BLOCK_SECONDS = 7 * 24 * 3600.0
+MAX_THREADS = 4096
+MAX_MEM_MB = 2**40
+MAX_NAME_LENGTH = 100
+
+
+def short(value: Any, limit: int = 80) -> str:
+    """``repr`` of a (YAML) value for a message, cut to ``limit`` characters; a container is
+    named by its type (never walked)."""
+    if not isinstance(value, str | int | float | bool | type(None)):
+        return f"a {type(value).__name__}"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def field_message(name: str, error: dict[str, Any], values: dict[str, Any] | None = None) -> str:
+    """``d must be a positive integer, got 0``: one pydantic error of a cell field, in words.
+
+    ``values``: the other fields given with it (the words of ``m`` name ``d``).
+    """
+    f = BY_NAME[name]
+    words = f.above if f.above and error["type"] == "less_than_equal" else f.must_text
+    d = (values or {}).get("d", "d")
+    return f"{name} must be {words.format(d=d)}, got {short(error['input'])}"
+
+
+def yaml_value(key: str, value: Any) -> Any:
+    """A config value of cell field ``key``: YAML 1.1 reads ``1e-3`` as a string, accepted for
+    float fields."""
+    if key in FLOAT_FIELDS and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 class _Problem(ValueError):
@@ -75,16 +117,16 @@ def unknown_key(where: str, key: Any, allowed: tuple[str, ...]) -> str:
 
 # ----------------------------------------------------------------------- value types
 def cell_type(name: str) -> Any:
-    """The type of cell field ``name``, from :data:`attnsvm.config.cell.FIELD_RULES`."""
-    rule = FIELD_RULES[name]
-    if rule.kind == "choice":
-        return Literal[CHOICES[name]]
-    if rule.kind == "bool":
+    """The pydantic type of cell field ``name``, from its registry entry."""
+    f = BY_NAME[name]
+    if f.kind == "choice":
+        return Literal[f.choices]
+    if f.kind == "bool":
         return Annotated[bool, Field(strict=True)]
-    if rule.kind == "real":
-        return Annotated[float, Field(strict=True, allow_inf_nan=False, **rule.bounds)]
-    number = Annotated[int, Field(strict=True, **rule.bounds)]
-    return number | None if rule.kind == "optional int" else number
+    if f.kind == "real":
+        return Annotated[float, Field(strict=True, allow_inf_nan=False, **f.bounds)]
+    number = Annotated[int, Field(strict=True, **f.bounds)]
+    return number | None if f.kind == "optional int" else number
 
 
 class _CellRules(BaseModel):
@@ -102,18 +144,30 @@ CellModel = create_model(
     "CellModel",
     __base__=_CellRules,
     __doc__="The values a :class:`~attnsvm.config.cell.Cell` accepts (docs/science.md sections "
-    "1-5): the types and ranges of FIELD_RULES, and the rules that tie fields together "
-    "(:func:`~attnsvm.config.cell.cross_field_problem`).",
-    **{f.name: (cell_type(f.name), f.default) for f in dataclasses.fields(Cell)},
+    "1-5): the types and ranges of the field registry, and the rules that tie fields together "
+    "(:func:`~attnsvm.config.fields.cross_field_problem`).",
+    **{f.name: (cell_type(f.name), f.default) for f in FIELDS},
 )
+
+
+def check_cell_values(values: dict[str, Any]) -> None:
+    """Raise :class:`CellError` naming the first invalid field of a cell's ``values``, its value
+    and what is allowed (:data:`CellModel`)."""
+    try:
+        CellModel.model_validate(values)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        if first["loc"]:
+            raise CellError(field_message(first["loc"][0], first, values)) from None
+        raise CellError(str(first["ctx"]["error"])) from None
 
 
 def _config_type(name: str) -> Any:
     """The type of cell field ``name`` in a config (float fields also take ``'1e-3'``)."""
     kind = cell_type(name)
-    if name not in gridmod._FLOAT_FIELDS:
+    if name not in FLOAT_FIELDS:
         return kind
-    return Annotated[kind, BeforeValidator(functools.partial(gridmod.yaml_value, name))]
+    return Annotated[kind, BeforeValidator(functools.partial(yaml_value, name))]
 
 
 def _as_list(value: Any) -> Any:
@@ -139,7 +193,7 @@ def _axis_type(name: str) -> Any:
     ]
 
 
-_CELL_KEYS = tuple(k for k in FIELD_RULES if k != "seed")
+_CELL_KEYS = AXES
 FixedModel = create_model(
     "FixedModel",
     __config__=_STRICT,
@@ -190,14 +244,12 @@ _SEEDS_SCHEMA = {
     "description": "a count N (seeds 0..N-1) or a list of distinct seeds",
 }
 Seeds = Annotated[Any, AfterValidator(_seeds), WithJsonSchema(_SEEDS_SCHEMA)]
-Seconds = Annotated[
-    float, Field(ge=0, le=gridmod.MAX_BLOCK_SECONDS, strict=True, allow_inf_nan=False)
-]
+Seconds = Annotated[float, Field(ge=0, le=MAX_BLOCK_SECONDS, strict=True, allow_inf_nan=False)]
 #: the integer settings: key -> (minimum, maximum or None)
 INT_RANGES = {
-    "block_size": (1, gridmod.MAX_BLOCK_SIZE),
-    "threads": (1, gridmod.MAX_THREADS),
-    "mem_mb": (100, gridmod.MAX_MEM_MB),
+    "block_size": (1, MAX_BLOCK_SIZE),
+    "threads": (1, MAX_THREADS),
+    "mem_mb": (100, MAX_MEM_MB),
     "max_cells": (1, None),
     "max_blocks": (1, None),
 }
@@ -212,6 +264,13 @@ def _or_empty(value: Any) -> Any:
     return value or {}  # ``fixed:`` left empty (null) is no setting
 
 
+def _figure(value: str, info: ValidationInfo) -> str:
+    """A figure name of the registry that :func:`validate_config` was given."""
+    if value not in (info.context or {}).get("figures", ()):
+        raise _Problem("unknown figure")
+    return value
+
+
 class ExperimentModel(BaseModel):
     """One experiment: fixed settings, grid axes, seeds, figures, block size (docs/science.md §6
     names the paper's)."""
@@ -219,7 +278,7 @@ class ExperimentModel(BaseModel):
     model_config = _STRICT
     description: str = Field("", description="one line for the report")
     figures: Annotated[
-        list[Literal[gridmod.FIGURES]],
+        list[Annotated[str, AfterValidator(_figure)]],
         BeforeValidator(lambda v: _as_list(v) if v is not None else []),
     ] = Field([], description="figures drawn from the experiment's summary")
     fixed: Annotated[FixedModel, BeforeValidator(_or_empty)] = Field(
@@ -232,6 +291,9 @@ class ExperimentModel(BaseModel):
     block_size: _int("block_size") = Field(None, description="seeds per block job")
     block_seconds: Seconds = Field(
         None, description="pack grid points into one block job up to this many seconds"
+    )
+    claims: Annotated[list[Claim], BeforeValidator(lambda v: [] if v is None else v)] = Field(
+        [], description="predictions of the theory tested against the run (docs/claims.md)"
     )
 
     @model_validator(mode="after")
@@ -263,10 +325,10 @@ def _name(name: Any) -> Any:
         or not name.isascii()
     ):
         raise _Problem(f"experiment name {name!r} must use letters, digits, '_' and '-' only")
-    if len(name) > gridmod.MAX_NAME_LENGTH:
+    if len(name) > MAX_NAME_LENGTH:
         raise _Problem(
             f"experiment name {name[:20]!r}... has {len(name)} characters, "
-            f"at most {gridmod.MAX_NAME_LENGTH}"
+            f"at most {MAX_NAME_LENGTH}"
         )
     m = _PERIODIC.search(name)
     if m:
@@ -281,7 +343,7 @@ def _name(name: Any) -> Any:
 _NAME_SCHEMA = {
     "type": "string",
     "pattern": "^[A-Za-z0-9_-]+$",
-    "maxLength": gridmod.MAX_NAME_LENGTH,
+    "maxLength": MAX_NAME_LENGTH,
 }
 Name = Annotated[Any, AfterValidator(_name), WithJsonSchema(_NAME_SCHEMA)]
 
@@ -308,23 +370,23 @@ class SweepConfig(BaseModel):
     )
     threads: _int("threads") = Field(1, description="threads per block job (torch intra-op)")
     mem_mb: _int("mem_mb") = Field(
-        gridmod.DEFAULT_MEM_MB,
+        DEFAULT_MEM_MB,
         description="memory request per block job (MB); a block predicted to need more is refused",
     )
     block_size: _int("block_size") = Field(
-        gridmod.DEFAULT_BLOCK_SIZE, description="default number of seeds per block job"
+        DEFAULT_BLOCK_SIZE, description="default number of seeds per block job"
     )
     block_seconds: Seconds = Field(
-        gridmod.DEFAULT_BLOCK_SECONDS,
+        DEFAULT_BLOCK_SECONDS,
         description="pack consecutive grid points of an experiment into one block job while its "
         "predicted CPU seconds stay under this (and its memory under 1 GiB); 0 = one grid point "
         "per block",
     )
     max_cells: _int("max_cells") = Field(
-        gridmod.DEFAULT_MAX_CELLS, description="refuse to plan more cells than this in total"
+        DEFAULT_MAX_CELLS, description="refuse to plan more cells than this in total"
     )
     max_blocks: _int("max_blocks") = Field(
-        gridmod.DEFAULT_MAX_BLOCKS, description="refuse to plan more blocks (jobs) than this"
+        DEFAULT_MAX_BLOCKS, description="refuse to plan more blocks (jobs) than this"
     )
     experiments: Annotated[dict[Name, ExperimentModel], Field(min_length=1)] = Field(
         description="named experiments, run in this order"
@@ -336,22 +398,26 @@ EXPERIMENT_KEYS = tuple(ExperimentModel.model_fields)
 
 
 # ----------------------------------------------------------------------- validation
-def validate_config(config: dict[str, Any]) -> SweepConfig:
+def validate_config(config: dict[str, Any], figures: Collection[str]) -> SweepConfig:
     """Check ``config`` against :class:`SweepConfig`; raise one :class:`ConfigError` line.
 
-    Of several problems the one reported is the first in reading order: top-level keys,
-    then each experiment's name, keys, ``fixed``, ``grid``, seeds, figures, block settings.
+    ``figures``: the names an experiment may draw (the figure registry's, which the caller
+    knows). Of several problems the one reported is the first in reading order: top-level
+    keys, then each experiment's name, keys, ``fixed``, ``grid``, seeds, figures, block settings.
     """
+    figures = tuple(figures)
     try:
-        return SweepConfig.model_validate(config)
+        return SweepConfig.model_validate(config, context={"figures": figures})
     except ValidationError as err:
         exps = config.get("experiments")
         names = list(exps) if isinstance(exps, dict) else []
         first = min(err.errors(include_url=False), key=lambda e: _rank(e, names))
-        raise ConfigError(_message(first, config)) from None
+        raise ConfigError(_message(first, config, figures)) from None
 
 
-_PARTS = ("fixed", "grid", "seeds", "figures", "block_size", "block_seconds", "description")
+_PARTS = (
+    "fixed", "grid", "seeds", "figures", "block_size", "block_seconds", "description", "claims",
+)  # fmt: skip
 
 
 def _rank(error: dict[str, Any], names: list[Any]) -> tuple:
@@ -390,7 +456,7 @@ def _int_message(where: str, key: str, error: dict[str, Any]) -> str:
 def _seconds_message(where: str, error: dict[str, Any]) -> str:
     return (
         f"{where}: 'block_seconds' must be a number of seconds in "
-        f"[0, {gridmod.MAX_BLOCK_SECONDS:.0f}], got {short(error['input'])}"
+        f"[0, {MAX_BLOCK_SECONDS:.0f}], got {short(error['input'])}"
     )
 
 
@@ -409,7 +475,7 @@ def _top_message(error: dict[str, Any]) -> str:
     return f"config: {_problem(error)}"
 
 
-def _message(error: dict[str, Any], config: dict[str, Any]) -> str:
+def _message(error: dict[str, Any], config: dict[str, Any], figures: tuple[str, ...]) -> str:
     """One line naming where, the key, the value and what is allowed."""
     loc, kind, value = error["loc"], error["type"], error["input"]
     if len(loc) == 1 or loc[0] != "experiments":
@@ -428,8 +494,8 @@ def _message(error: dict[str, Any], config: dict[str, Any]) -> str:
         return _cells_message(where, part, rest[1:], error, config["experiments"][loc[1]])
     if part == "figures":
         return (
-            f"{where}: unknown figure {short(value)}{_hint(str(value), gridmod.FIGURES)} "
-            f"(allowed: {', '.join(gridmod.FIGURES)})"
+            f"{where}: unknown figure {short(value)}{_hint(str(value), figures)} "
+            f"(allowed: {', '.join(figures)})"
         )
     if part == "block_size":
         return _int_message(where, "block_size", error)
@@ -437,6 +503,8 @@ def _message(error: dict[str, Any], config: dict[str, Any]) -> str:
         return _seconds_message(where, error)
     if part == "description":
         return f"{where}: 'description' must be text, got {short(value)}"
+    if part == "claims":
+        return _claim_message(where, rest[1:], error, config["experiments"][loc[1]])
     return f"{where}: {_problem(error)}"  # seeds
 
 
@@ -450,7 +518,7 @@ def _cells_message(
     if error["type"] == "extra_forbidden":
         if key == "seed":
             return f"{where}: set seeds with 'seeds', not '{part}.seed'"
-        return unknown_key(f"{where}.{part}", key, gridmod.CELL_FIELDS)
+        return unknown_key(f"{where}.{part}", key, AXES)
     fixed = raw.get("fixed") if isinstance(raw.get("fixed"), dict) else {}
     if part == "fixed":
         return f"{where}: {field_message(key, error, fixed)}"
@@ -460,6 +528,38 @@ def _cells_message(
         return f"{where}: grid axis '{key}' {_problem(error)}"
     at = f"{key}={short(error['input'])}"
     return f"{where} at {at}: {field_message(key, error, fixed)}"
+
+
+def _claim_message(where: str, rest: tuple, error: dict[str, Any], raw: dict[str, Any]) -> str:
+    """A problem of an experiment's ``claims`` (``rest``: the location within the list)."""
+    kind, value = error["type"], error["input"]
+    if not rest:
+        return f"{where}: 'claims' must be a list of claims, got {short(value)}"
+    claims = raw.get("claims") if isinstance(raw.get("claims"), list) else []
+    entry = claims[rest[0]] if isinstance(rest[0], int) and rest[0] < len(claims) else None
+    name = entry.get("name") if isinstance(entry, dict) else None
+    at = f"{where}: claim {short(name) if name is not None else '#' + str(rest[0] + 1)}"
+    if kind == "union_tag_not_found":
+        return f"{at}: must be a mapping, got {short(value)}"
+    if kind == "union_tag_invalid":
+        tag = error["ctx"]["tag"]
+        return (
+            f"{at}: unknown kind {tag!r}{_hint(str(tag), tuple(CLAIM_KINDS))} "
+            f"(allowed: {', '.join(CLAIM_KINDS)})"
+        )
+    fields = tuple(CLAIM_KINDS[rest[1]].model_fields) if len(rest) > 1 else ()
+    if len(rest) < 3:  # the claim as a whole: a rule tying its keys together
+        return f"{at}: {_problem(error)}"
+    key = rest[2]
+    if kind == "extra_forbidden":
+        return unknown_key(at, key, fields)
+    if kind == "missing":
+        return f"{at}: '{key}' is required"
+    problem = _problem(error)
+    if kind == "literal_error":
+        problem = f"must be {error['ctx']['expected']}"
+    problem = problem.replace("Input should be", "must be")
+    return f"{at}: '{key}' {problem}, got {short(value)}"
 
 
 # ----------------------------------------------------------------------- the JSON schema
@@ -472,18 +572,16 @@ def _drop_null_defaults(node: Any) -> Any:
     return node
 
 
-def schema_yaml() -> str:
-    """``workflow/schemas/config.schema.yaml``: the JSON schema of :class:`SweepConfig`."""
+def schema_yaml(figures: Collection[str]) -> str:
+    """``workflow/schemas/config.schema.yaml``: the JSON schema of :class:`SweepConfig`, with
+    the figure names of the registry (``figures``) as the allowed values of ``figures``."""
     schema = _drop_null_defaults(SweepConfig.model_json_schema())
+    prop = schema["$defs"]["ExperimentModel"]["properties"]["figures"]
+    prop["items"] = {"enum": list(figures), "type": "string"}
     head = (
         "# GENERATED from attnsvm.config.schema.SweepConfig: do not edit; regenerate with\n"
-        "#   python -m attnsvm.config.schema\n"
-        "# attnsvm validates configs with the models themselves (parse_config in\n"
-        "# attnsvm.config.grid); this file describes them to editors and readers.\n"
+        "#   attnsvm generate\n"
+        "# attnsvm validates configs with the models themselves (attnsvm.plan.parse_config);\n"
+        "# this file describes them to editors and readers.\n"
     )
     return head + yaml.safe_dump(schema, sort_keys=False, width=100)
-
-
-if __name__ == "__main__":
-    SCHEMA_PATH.write_text(schema_yaml())
-    print(f"wrote {SCHEMA_PATH}", file=sys.stderr)

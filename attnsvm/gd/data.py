@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnsvm.config.cell import REAL_GENERATORS, Cell
+from attnsvm.config.cell import Cell
+from attnsvm.gd.real_tokens import real_dataset
+from attnsvm.images import REAL_GENERATORS
 
 _DATA_STREAM = 0
 _INIT_STREAM = 1
@@ -61,8 +63,6 @@ def make_dataset(cell: Cell) -> Dataset:
     if cell.generator == "toy2d":
         X, Y, Z, v = _toy2d()
     elif cell.generator in REAL_GENERATORS:
-        from attnsvm.gd.real_tokens import real_dataset
-
         X, Y, Z, v = real_dataset(
             cell.generator, n, cell.patch, cell.positional, rng, cell.digit_pos, cell.digit_neg
         )

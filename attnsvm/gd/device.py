@@ -8,19 +8,11 @@ import socket
 import numpy as np
 import torch
 
+from attnsvm.codes import EXIT_DEVICE_UNAVAILABLE
+from attnsvm.failures import DeviceUnavailableError
+
 DEVICES = ("auto", "cpu", "cuda")
-#: exit status of a block worker (``python -m attnsvm.sweep.worker``) whose device is not available
-#: (sysexits' EX_UNAVAILABLE; :func:`attnsvm.sweep.job.block_job` raises, stores nothing, and
-#: the next run retries the block: an environmental failure, as ``codes.EXIT_ENVIRONMENT`` is)
-EXIT_DEVICE_UNAVAILABLE = 69
-
-
-class DeviceUnavailableError(RuntimeError):
-    """A CUDA device was asked for (``device: cuda`` / ``cuda:N``) and this machine has none.
-
-    An environmental failure, not a bad input: the same job can succeed on a machine with a
-    GPU, and nothing was computed. ``device: auto`` never raises it (it falls back to the CPU).
-    """
+__all__ = ["DEVICES", "EXIT_DEVICE_UNAVAILABLE", "DeviceUnavailableError", "resolve_device"]
 
 
 def _no_cuda_reason() -> str:

@@ -14,7 +14,7 @@ The loop freezes a seed at its last finite state at every step (the ``freeze=Tru
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,16 +22,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnsvm.config.cell import Cell
+from attnsvm.config.settings import Settings
 from attnsvm.gd.device import resolve_device, to_device
+from attnsvm.gd.kernel import reference_token, sigmoid
 from attnsvm.gd.model import (
     RIDGE,
     Objective,
-    _sigmoid,
     combined_matrix,
     loss_fn,
     pack,
     param_names,
+    train_settings,
     unpack,
 )
 from attnsvm.gd.train import (
@@ -40,10 +41,10 @@ from attnsvm.gd.train import (
     _check_arguments,
     _Checkpoints,
     _seed_dims,
-    _step_rule,
     _ticker,
     _zero_if_finite,
     host_result,
+    step_rule,
 )
 
 #: ``(theta, v, want_grad) -> (loss (S,), s (S,n,T), W (S,d,d), G like theta, G_v (S,d))``
@@ -60,10 +61,12 @@ class JointObjective(Objective):
     ``grad_v L = sum_i g_i r_i``.
     """
 
-    def __init__(self, X: Tensor, Y: Tensor, Z: Tensor, v: Tensor, **options: Any) -> None:
-        if options.get("head") != "linear":
-            raise ValueError(f"a trained head needs head 'linear', got {options.get('head')!r}")
-        super().__init__(X, Y, Z, v, None, **options)
+    def __init__(
+        self, X: Tensor, Y: Tensor, Z: Tensor, v: Tensor, settings: Any = None, **options: Any
+    ) -> None:
+        super().__init__(X, Y, Z, v, None, settings, **options)
+        if self.head != "linear":
+            raise ValueError(f"a trained head needs head 'linear', got {self.head!r}")
         self.Y = Y
 
     def evaluate(self, theta: Tensor, v: Tensor, grad: bool = True) -> tuple:
@@ -74,25 +77,24 @@ class JointObjective(Objective):
         if not grad:
             return loss, s, W, None, None
         a = s.argmax(-1, keepdim=True)  # the top token (softmax is monotone in the logits)
-        idx = a.unsqueeze(-1).expand(*a.shape, self.X.shape[-1])
-        xa = torch.gather(self.X, -2, idx).squeeze(-2) if self.stable else 0.0 * self.X[..., 0, :]
+        xa = reference_token(self.X, a) if self.stable else 0.0 * self.X[..., 0, :]
         r = xa + (s.unsqueeze(-2) @ (self.X - xa.unsqueeze(-2))).squeeze(-2)  # (S, n, d)
         f = (r * v.unsqueeze(-2)).sum(-1)
         n = self.shape[1]
-        g = -self.Y * _sigmoid(-self.Y * f) / n  # (S, n)
+        g = -self.Y * sigmoid(-self.Y * f) / n  # (S, n)
         return loss, s, W, G, (g.unsqueeze(-1) * r).sum(-2)
 
 
-def _autograd_joint(data: tuple, options: dict[str, Any]) -> JointEvaluate:
+def _autograd_joint(data: tuple, settings: Settings, options: dict[str, Any]) -> JointEvaluate:
     """:meth:`JointObjective.evaluate` by autograd through :func:`loss_fn` (v a leaf too)."""
     X, Y, Z = data
-    param = options["param"]
+    param = settings.param
 
     def evaluate(theta: Tensor, v: Tensor, want: bool) -> tuple:
         leaves = {k: p.detach().requires_grad_(want) for k, p in unpack(theta, param).items()}
         vl = v.detach().requires_grad_(want)
         with torch.enable_grad():
-            loss, s = loss_fn(leaves, X, Y, Z, vl, None, **options)
+            loss, s = loss_fn(leaves, X, Y, Z, vl, None, settings, **options)
             G = Gv = None
             if want:
                 *gs, Gv = torch.autograd.grad(loss.sum(), [*leaves.values(), vl])
@@ -160,14 +162,9 @@ def train_joint_batch(
     Z: np.ndarray,
     v: np.ndarray,
     init: dict[str, np.ndarray],
+    settings: Settings | None = None,
     *,
-    param: str,
-    optimizer: str,
-    lr: float,
-    iterations: int,
-    checkpoints: Sequence[int],
     head_lr: float | None = None,
-    dtype: str = "float64",
     device: str = "auto",
     eps: float | None = None,
     ridge: float = RIDGE,
@@ -175,54 +172,40 @@ def train_joint_batch(
     gradient: str = "analytic",
     mask: np.ndarray | None = None,
     progress: Callable[[int], None] | None = None,
+    **fields: Any,
 ) -> JointResult:
     """Full-batch GD on ``(W or (K, Q), v)`` for S seeds, linear head (docs/science.md §11).
 
-    Arguments as :func:`attnsvm.gd.train.train_batch` (``v`` is the initial head); the head
+    Arguments as :func:`attnsvm.gd.train.train_batch` (``v`` is the initial head; the settings
+    or keyword fields: param, optimizer, lr, iterations, checkpoints, dtype, ...); the head
     moves by ``head_lr`` (default ``lr``) times its normalized gradient (per block, see the
     module docstring) or times its gradient (plain GD). A seed whose loss or step goes
     non-finite at step k keeps its state of step k and gets ``nonfinite_iteration = k``.
     """
-    iterations, ks = _check_arguments(param, optimizer, dtype, gradient, init, iterations,
-                                      checkpoints)  # fmt: skip
-    head_lr = float(lr if head_lr is None else head_lr)
+    settings = train_settings(settings, **fields)
+    iterations, ks = _check_arguments(settings, gradient, init)
+    head_lr = float(settings.lr if head_lr is None else head_lr)
     if not (np.isfinite(head_lr) and head_lr >= 0):
         raise ValueError(f"head_lr must be a non-negative finite number, got {head_lr!r}")
     t0 = time.perf_counter()
     dev = resolve_device(device)
-    tdt = TORCH_DTYPES[dtype]
+    tdt = TORCH_DTYPES[settings.dtype]
     eps = float(torch.finfo(tdt).tiny) if eps is None else float(eps)
-    options: dict[str, Any] = {"param": param, "head": "linear", "lam": 0.0, "ridge": ridge,
-                               "stable": stable}  # fmt: skip
+    options: dict[str, Any] = {"ridge": ridge, "stable": stable, "mask": None}
     if mask is not None:
         options["mask"] = torch.as_tensor(np.asarray(mask, dtype=bool)).to(device=dev)
     Xt, Yt, Zt, vt = (to_device(a, dev, tdt) for a in (X, Y, Z, v))
+    param = settings.param
     theta0 = pack({k: to_device(init[k], dev, tdt) for k in param_names(param)}, param)
-    steps = (_step_rule(optimizer, lr, eps), _step_rule(optimizer, head_lr, eps))
+    steps = (step_rule(settings, settings.lr, eps), step_rule(settings, head_lr, eps))
     no_autograd = torch.inference_mode if gradient == "analytic" else torch.no_grad
     with no_autograd():
         if gradient == "analytic":
-            evaluate = JointObjective(Xt, Yt, Zt, vt, **options).evaluate
+            evaluate = JointObjective(Xt, Yt, Zt, vt, settings, **options).evaluate
         else:
-            evaluate = _autograd_joint((Xt, Yt, Zt), options)
+            evaluate = _autograd_joint((Xt, Yt, Zt), settings, options)
         buf, vbuf, alive, bad_at = _descend_joint(evaluate, theta0, vt, steps, ks, iterations,
                                                   progress, X.shape[1:3])  # fmt: skip
         its = np.asarray(ks, dtype=np.int64)
         res = host_result(its, buf.W, buf.softmax, buf.loss, alive, bad_at, dev, t0)
         return JointResult(res, vbuf.cpu().numpy())
-
-
-def train_joint_stacked(batch: dict, cell: Cell, device: str = "auto", **extra) -> JointResult:
-    """:func:`train_joint_batch` on a :func:`attnsvm.gd.train.stack_batch` batch with
-    ``cell``'s training settings (docs/science.md §11)."""
-    return train_joint_batch(
-        *(batch["X"], batch["Y"], batch["Z"], batch["v"], batch["init"]),
-        param=cell.param,
-        optimizer=cell.optimizer,
-        lr=cell.lr,
-        iterations=cell.iterations,
-        checkpoints=cell.checkpoints(),
-        dtype=cell.dtype,
-        device=device,
-        **extra,
-    )

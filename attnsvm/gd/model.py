@@ -19,19 +19,25 @@ so that once ``s_a`` rounds to 1 the gradient keeps the top token's term
 (reference token 0), for comparisons only.
 
 Two gradient paths give the same numbers: autograd through :func:`loss_fn`, and the
-hand-derived :func:`loss_and_grad` (fewer kernels, used by training).
+hand-derived :func:`loss_and_grad` (fewer kernels, used by training). Both compute the
+attention and the loss with the one kernel of :mod:`attnsvm.gd.kernel`.
+
+The training settings (``param``, ``head``, ``lam``, and whatever a new field adds) come whole,
+as the cell's ``train`` settings (:meth:`attnsvm.config.cell.Cell.settings`); library callers
+may give the fields as keywords instead (``param="W", head="linear"``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from attnsvm.config.cell import HEADS, PARAMS
+from attnsvm.config.fields import CHOICES
+from attnsvm.config.settings import Settings
+from attnsvm.gd.kernel import Attention, attended_token, logistic, reference_token
 
 RIDGE = 2.220446049250313e-16
 """Ridge eps_r = float64 machine epsilon on ``||K||_F^2 + ||Q||_F^2`` for KQ (docs/science.md
@@ -46,72 +52,16 @@ def check_choice(name: str, value: object, allowed: Sequence[str]) -> None:
 
 def param_names(param: str) -> tuple[str, ...]:
     """Names of the trained matrices of a parameterization: ``("W",)`` or ``("K", "Q")``."""
-    check_choice("param", param, PARAMS)
+    check_choice("param", param, CHOICES["param"])
     return ("W",) if param == "W" else ("K", "Q")
 
 
 def combined_matrix(params: dict[str, Tensor], param: str) -> Tensor:
     """``W`` itself, or ``W = K Q^T`` (docs/science.md §2), shape (S, d, d)."""
-    check_choice("param", param, PARAMS)
+    check_choice("param", param, CHOICES["param"])
     if param == "W":
         return params["W"]
     return params["K"] @ params["Q"].transpose(-1, -2)
-
-
-def attention_logits(X: Tensor, W: Tensor, Z: Tensor) -> Tensor:
-    """Logits ``X_i W z_i`` of ``s_i = S(X_i W z_i)`` (docs/science.md §2), shape (S, n, T)."""
-    Wz = Z @ W.transpose(-1, -2)  # (S, n, d): row i is (W z_i)^T
-    return (X @ Wz.unsqueeze(-1)).squeeze(-1)
-
-
-def _masked(logits: Tensor, mask: Tensor | None) -> Tensor:
-    """Logits with tokens outside the attention set (``mask`` False) at -inf (causal attention).
-
-    ``mask`` (S, n, T) bool, or None (every token attends; the logits are returned as they are).
-    A masked token gets softmax 0 and no gradient; every row needs at least one True.
-    """
-    if mask is None:
-        return logits
-    return logits.masked_fill(~mask, float("-inf"))
-
-
-def _log_softmax_top(logits: Tensor) -> tuple[Tensor, Tensor]:
-    """Top token ``a = argmax_t logits`` (S, n, 1) and ``log_softmax(logits)`` (S, n, T).
-
-    Evaluated as ``z - log(sum_t exp(z_t))`` with ``z = logits - logits_a`` (``logits_a`` held
-    fixed, no gradient): the same shift by the maximum as torch.log_softmax, from elementwise
-    ops and one last-axis sum, which is several times faster than torch.log_softmax on the
-    short rows used here and keeps a row's bits independent of the batch. Ties go to the first
-    maximal token, as with argmax. A NaN or +inf logit makes the whole row NaN, as
-    torch.log_softmax does.
-    """
-    top, a = logits.detach().max(dim=-1, keepdim=True)
-    z = logits - top  # <= 0, exactly 0 at a
-    return a, z - z.exp().sum(-1, keepdim=True).log()
-
-
-def _reference_token(X: Tensor, a: Tensor, stable: bool) -> Tensor:
-    """``x_a`` for the top token ``a`` (S, n, 1) of :func:`_log_softmax_top`, or zeros for the
-    textbook form, shape (S, n, d)."""
-    if not stable:
-        return torch.zeros_like(X[..., 0, :])
-    idx = a.unsqueeze(-1).expand(*a.shape, X.shape[-1])  # (S, n, 1, d)
-    return torch.gather(X, -2, idx).squeeze(-2)
-
-
-def attended_token(X: Tensor, logits: Tensor, *, stable: bool = True) -> tuple[Tensor, Tensor]:
-    """Attended token ``r_i = X_i^T s_i`` in the stable form of docs/science.md §3.
-
-    ``r = x_a + sum_t s_t (x_t - x_a)`` with ``a = argmax_t logits`` held fixed and
-    ``s = exp(log_softmax(logits))``. Returns ``(r (S, n, d), s (S, n, T))``.
-    ``stable=False``: the textbook ``r = sum_t s_t x_t``.
-    """
-    a, ls = _log_softmax_top(logits)
-    xa = _reference_token(X, a, stable)
-    s = ls.exp()
-    D = X - xa.unsqueeze(-2)  # (S, n, T, d); row a is exactly 0
-    r = xa + (s.unsqueeze(-2) @ D).squeeze(-2)
-    return r, s
 
 
 def head_output(r: Tensor, head: str, v: Tensor, V: Tensor | None, lam: float) -> Tensor:
@@ -119,7 +69,7 @@ def head_output(r: Tensor, head: str, v: Tensor, V: Tensor | None, lam: float) -
 
     linear: ``v^T r``; relu: ``1^T ReLU(V^T r)``; lambda: ``v^T r - lam ||r||^2``.
     """
-    check_choice("head", head, HEADS)
+    check_choice("head", head, CHOICES["head"])
     if head == "relu":
         if V is None:
             raise ValueError("head 'relu' needs the value matrix V, got None")
@@ -128,41 +78,20 @@ def head_output(r: Tensor, head: str, v: Tensor, V: Tensor | None, lam: float) -
     return f if head == "linear" else f - lam * (r * r).sum(-1)
 
 
-def _softplus(x: Tensor) -> Tensor:
-    """``log(1 + exp(x))`` without overflow and without torch's threshold approximation."""
-    return torch.clamp(x, min=0) + torch.log1p(torch.exp(-x.abs()))
+def train_settings(settings: Any = None, **fields: Any) -> Settings:
+    """The ``train`` settings of a call: ``settings`` (a cell's, or None for the defaults) with
+    the keyword ``fields`` of a library call on top (an unknown name is a TypeError)."""
+    return Settings.of("train", settings, **fields)
 
 
-def _sigmoid(x: Tensor) -> Tensor:
-    """``1 / (1 + exp(-x))`` from ``exp`` and arithmetic only, without overflow.
-
-    torch.sigmoid's vectorized and scalar CPU kernels differ in the last bit, which would make
-    a seed's trajectory depend on how many seeds share its batch; exp does not.
-    """
-    e = torch.exp(-x.abs())
-    return torch.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+def attention_logits(X: Tensor, W: Tensor, Z: Tensor) -> Tensor:
+    """Logits ``X_i W z_i`` of ``s_i = S(X_i W z_i)`` (docs/science.md §2), shape (S, n, T)."""
+    return Attention(X, Z).logits(W)
 
 
 def logistic_loss(Y: Tensor, f: Tensor) -> Tensor:
     """``L = (1/n) sum_i log(1 + exp(-Y_i f_i))`` (docs/science.md §2), stable, shape (S,)."""
-    return _softplus(-Y * f).mean(-1)
-
-
-@dataclass(frozen=True)
-class Options:
-    """Keyword options of :func:`loss_fn`, :class:`Objective` and :func:`loss_and_grad`.
-
-    ``param`` "W" or "KQ", ``head`` and its ``lam`` (docs/science.md §2), the KQ ``ridge``
-    and the ``stable`` attended token (§3), and the attention ``mask`` (S, n, T) bool (None:
-    every token attends).
-    """
-
-    param: str
-    head: str
-    lam: float
-    ridge: float = RIDGE
-    stable: bool = True
-    mask: Tensor | None = None
+    return logistic((-Y * f).unsqueeze(-1), f.shape[-1], grad=False, inplace=False)[0]
 
 
 def loss_fn(
@@ -172,22 +101,27 @@ def loss_fn(
     Z: Tensor,
     v: Tensor,
     V: Tensor | None,
-    **options: Any,
+    settings: Any = None,
+    *,
+    ridge: float = RIDGE,
+    stable: bool = True,
+    mask: Tensor | None = None,
+    **fields: Any,
 ) -> tuple[Tensor, Tensor]:
     """Per-seed training loss (S,) and softmax (S, n, T) (docs/science.md §2-3).
 
     ``W = params["W"]`` or ``params["K"] @ params["Q"]^T``; for KQ the loss gets the ridge
-    ``ridge * (||K||_F^2 + ||Q||_F^2)``. Differentiable with autograd. ``options``: the fields
-    of :class:`Options`.
+    ``ridge * (||K||_F^2 + ||Q||_F^2)``. Differentiable with autograd. ``settings`` /
+    ``fields``: the training settings (:func:`train_settings`: ``param``, ``head``, ``lam``);
+    ``stable``: the attended token of §3; ``mask`` (S, n, T) bool: the attended tokens.
     """
-    o = Options(**options)
+    o = train_settings(settings, **fields)
     W = combined_matrix(params, o.param)
-    logits = _masked(attention_logits(X, W, Z), o.mask)
-    r, s = attended_token(X, logits, stable=o.stable)
+    r, s = attended_token(X, Attention(X, Z, o, mask).logits(W), stable=stable)
     loss = logistic_loss(Y, head_output(r, o.head, v, V, o.lam))
     if o.param == "KQ":
         K, Q = params["K"], params["Q"]
-        loss = loss + o.ridge * ((K * K).sum((-2, -1)) + (Q * Q).sum((-2, -1)))
+        loss = loss + ridge * ((K * K).sum((-2, -1)) + (Q * Q).sum((-2, -1)))
     return loss, s
 
 
@@ -197,7 +131,7 @@ def pack(params: dict[str, Tensor], param: str) -> Tensor:
     Stacking K and Q lets one elementwise op or per-seed reduction over the last two axes
     (e.g. the separate normalizations of K and Q, docs/science.md §3) serve both.
     """
-    check_choice("param", param, PARAMS)
+    check_choice("param", param, CHOICES["param"])
     if param == "W":
         return params["W"]
     return torch.stack((params["K"], params["Q"]))
@@ -227,26 +161,35 @@ class Objective:
     """
 
     def __init__(
-        self, X: Tensor, Y: Tensor, Z: Tensor, v: Tensor, V: Tensor | None, **options: Any
+        self,
+        X: Tensor,
+        Y: Tensor,
+        Z: Tensor,
+        v: Tensor,
+        V: Tensor | None,
+        settings: Any = None,
+        *,
+        ridge: float = RIDGE,
+        stable: bool = True,
+        mask: Tensor | None = None,
+        **fields: Any,
     ) -> None:
-        o = Options(**options)  # the keyword options of loss_fn
-        param, head, lam, ridge, stable, mask = (
-            o.param, o.head, o.lam, o.ridge, o.stable, o.mask
-        )  # fmt: skip
-        check_choice("param", param, PARAMS)
-        check_choice("head", head, HEADS)
+        o = train_settings(settings, **fields)
+        param, head = o.param, o.head
+        check_choice("param", param, CHOICES["param"])
+        check_choice("head", head, CHOICES["head"])
         if head == "relu" and V is None:
             raise ValueError("head 'relu' needs the value matrix V, got None")
         S, n, T, d = X.shape
         self.shape = (S, n, T, d)
-        self.param, self.head, self.lam = param, head, float(lam)
+        self.settings = o
+        self.param, self.head, self.lam = param, head, float(o.lam)
         self.ridge, self.stable = float(ridge), stable
+        self.attention = Attention(X, Z, o, mask)
         self.X, self.Z, self.v, self.V = X, Z, v, V
-        self.X_rows = X.reshape(S * n, T, d)  # (S n, T, d): logits X_i (W z_i)
         self.X_cols = X.transpose(-1, -2).reshape(S * n, d, T)  # (S n, d, T): X_i^T dl_i
         self.negY = (-Y).unsqueeze(-1)  # (S, n, 1)
         self.negY_n = self.negY / n  # dL/df_i = -Y_i sigmoid(-Y_i f_i) / n
-        self.masked_out = None if mask is None else ~mask
         self.c = None
         if head == "linear":  # token scores c_it = v^T x_it, (S, n, T)
             # elementwise and a last-axis sum, not a matmul: with S = 1 matmul would take a
@@ -260,20 +203,13 @@ class Objective:
     def __call__(
         self, theta: Tensor, grad: bool = True
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-        # Every intermediate is a fresh tensor of this call, so most ops run in place: the same
-        # kernels with the operands in the same order as the out-of-place forms (so the same
-        # bits, NaN payloads included), fewer allocations. The returned loss, s, W and G are
-        # never written again.
+        # Every intermediate is a fresh tensor of this call, so most ops run in place (the
+        # kernel's in-place forms): the same bits as the out-of-place forms, fewer allocations.
+        # The returned loss, s, W and G are never written again.
         S, n, T, d = self.shape
         W = self.combined(theta)
-        Wz = torch.bmm(self.Z, W.transpose(-1, -2))  # (S, n, d): row i is (W z_i)^T
-        logits = torch.bmm(self.X_rows, Wz.view(S * n, d, 1)).view(S, n, T)
-        if self.masked_out is not None:
-            logits.masked_fill_(self.masked_out, float("-inf"))
-        # _log_softmax_top, in place: z = logits - top, s = exp(z - log(sum_t exp(z_t)))
-        top, a = logits.max(dim=-1, keepdim=True)
-        z = logits.sub_(top)
-        s = z.sub_(torch.exp(z).sum(-1, keepdim=True).log_()).exp_()
+        a, ls = self.attention.log_softmax(W)
+        s = ls.exp_()
         if self.c is not None:  # linear head, scores relative to the top token
             if self.stable:
                 ca = self.c.gather(-1, a)
@@ -286,23 +222,18 @@ class Objective:
                 sse = (s * e).sum(-1, keepdim=True)
                 m = self.negY * sse
         else:
-            xa = _reference_token(self.X, a, self.stable)
+            xa = reference_token(self.X, a, self.stable)
             D = self.X - xa.unsqueeze(-2)  # (S, n, T, d); row a is exactly 0
             sD = torch.bmm(s.view(S * n, 1, T), D.view(S * n, T, d)).view(S, n, d)
             r = torch.add(xa, sD, out=sD)  # (S, n, d)
             f, dh = _head_and_gradient(r, self.head, self.v, self.V, self.lam)
             m = self.negY * f.unsqueeze(-1)  # (S, n, 1)
-        lo, hi = torch.clamp_max(m, 0.0), torch.clamp_min(m, 0.0)
-        em = torch.sub(lo, hi).exp_()  # exp(-|m|)
-        sp = torch.log1p(em)
-        loss = torch.add(hi, sp, out=sp).sum((-2, -1)).div_(n)  # mean_i softplus(m_i)
+        loss, sig = logistic(m, n, grad)
         if self.param == "KQ":
             sq = (theta * theta).sum((-2, -1))  # (2, S): ||K||_F^2, ||Q||_F^2
             loss += self.ridge * (sq[0] + sq[1])
         if not grad:
             return loss, s, W, None
-        # sigmoid(m) = exp(min(m, 0)) / (1 + exp(-|m|)): the bits of _sigmoid, without a select
-        sig = lo.exp_().div_(em.add_(1.0))
         g = torch.mul(self.negY_n, sig, out=sig)  # dL/df_i, (S, n, 1)
         if self.c is not None:
             dl = (e.sub_(sse) if self.stable else e - sse).mul_(s * g)
@@ -347,6 +278,24 @@ def loss_and_grad(
     ``G_K = G_W Q + 2 ridge K`` and ``G_Q = G_W^T K + 2 ridge Q``. One-shot form of
     :class:`Objective` (training builds the Objective once and calls it every step).
     """
-    param = options["param"]
-    loss, s, _, G = Objective(*data, **options)(pack(params, param))
-    return loss, s, unpack(G, param)
+    objective = Objective(*data, **options)  # type: ignore[arg-type]
+    loss, s, _, G = objective(pack(params, objective.param))
+    return loss, s, unpack(G, objective.param)
+
+
+__all__ = [
+    "RIDGE",
+    "Objective",
+    "attended_token",
+    "attention_logits",
+    "check_choice",
+    "combined_matrix",
+    "head_output",
+    "logistic_loss",
+    "loss_and_grad",
+    "loss_fn",
+    "pack",
+    "param_names",
+    "train_settings",
+    "unpack",
+]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -101,11 +102,11 @@ class StepRule:
         self.loss: Tensor | None = None
         self.state: dict[str, Tensor] = {}
 
-    def attach(self, data: tuple, options: dict) -> None:
+    def attach(self, data: tuple, head: str = "linear", mask: Tensor | None = None) -> None:
         """Give the rule its problem before the first step: the Polyak step's per-seed loss
         floor :func:`loss_floor` (the other rules need nothing)."""
         if self.optimizer == "polyak":
-            self.state["floor"] = loss_floor(data, options)
+            self.state["floor"] = loss_floor(data, head, mask)
 
     def observe(self, evaluate: Evaluate) -> Evaluate:
         """``evaluate`` that also records ``theta`` and the loss for the next :meth:`step`."""
@@ -169,24 +170,27 @@ class StepRule:
         return W - mirror_inverse(phi, p)
 
 
-def loss_floor(data: tuple, options: dict) -> Tensor:
+def loss_floor(data: tuple, head: str = "linear", mask: Tensor | None = None) -> Tensor:
     """Per seed, the infimum of the ERM loss over W for the fixed linear head (docs/science.md
     §10): ``L* = mean_i log(1 + exp(-max_t Y_i v^T x_it))``.
 
     The model's output is a convex combination of the tokens, so ``Y_i f_i <= max_t gamma_it``
     with ``gamma_it = Y_i v^T x_it``, and the logistic loss is decreasing: no W does better,
     and W along the Att-SVM direction of the optimal tokens approaches L* when that SVM is
-    feasible. ``data``: (X, Y, Z, v, V) of :mod:`attnsvm.gd.train`, cross or self attention.
+    feasible. ``data``: (X, Y, Z, v, V) of :mod:`attnsvm.gd.train`, cross or self attention
+    (``mask`` None).
     """
-    if options.get("head", "linear") != "linear" or options.get("mask") is not None:
+    if head != "linear" or mask is not None:
         raise ValueError("the Polyak step needs a linear head and cross or self attention")
     X, Y, _, v, _ = data
     gamma = Y[..., None] * torch.einsum("sntd,sd->snt", X, v)
     return torch.nn.functional.softplus(-gamma.amax(dim=-1)).mean(dim=-1)
 
 
-def make_rule(optimizer: str, lr: float) -> functools.partial:
-    """A factory of fresh :class:`StepRule` s (one per training pass: state starts empty);
-    :mod:`attnsvm.gd.train` tells it from a stateless step by its type (a partial)."""
-    StepRule(optimizer, lr)  # checks the name now
-    return functools.partial(StepRule, optimizer, lr)
+def make_rule(settings: Any, lr: float) -> functools.partial:
+    """A factory of fresh :class:`StepRule` s of ``settings.optimizer`` (the training settings
+    of :meth:`attnsvm.config.cell.Cell.settings`) at step size ``lr``, one per training pass
+    (state starts empty); :mod:`attnsvm.gd.train` tells it from a stateless step by its type
+    (a partial)."""
+    StepRule(settings.optimizer, lr)  # checks the name now
+    return functools.partial(StepRule, settings.optimizer, lr)

@@ -31,82 +31,21 @@ the ``n`` training examples themselves, scaled to unit norm like the gaussian ge
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
-#: side of the images the tokens are cut from (pixels)
-IMAGE_SIDE = 8
-#: patch sides that tile an 8x8 image: 2 (T = 16) or 4 (T = 4); 1 would make d = 1 pixel
-PATCHES = (2, 4)
-#: the photographs are reduced by this factor (block means) before windows are cut
-PHOTO_REDUCTION = 4
-REAL_GENERATORS = ("digits", "photos")
+from attnsvm.images import (  # noqa: F401 - the image facts, re-exported for callers
+    IMAGE_SIDE,
+    PATCHES,
+    REAL_GENERATORS,
+    channels,
+    pools,
+    token_count,
+    token_dim,
+)
+
 #: inverse L2 penalty of the head's logistic regression: large, so that v is close to the
 #: max-margin direction when the mean tokens are separable, yet finite
 HEAD_C = 1e4
-
-
-def channels(generator: str) -> int:
-    """Colour channels of a generator's pixels: 1 for digits, 3 (RGB) for photos."""
-    return 3 if generator == "photos" else 1
-
-
-def token_count(patch: int) -> int:
-    """``T = (8 / patch)^2``: tokens of one image (docs/science.md §9)."""
-    return (IMAGE_SIDE // patch) ** 2
-
-
-def token_dim(generator: str, patch: int, positional: bool) -> int:
-    """``d``: pixels of a patch (``patch^2`` per channel), plus ``T`` one-hot position dims."""
-    return channels(generator) * patch**2 + (token_count(patch) if positional else 0)
-
-
-@functools.lru_cache(maxsize=1)
-def _digits() -> tuple[np.ndarray, np.ndarray]:
-    from sklearn.datasets import load_digits
-
-    bunch = load_digits()
-    return bunch.images[..., None] / 16.0, bunch.target  # (N, 8, 8, 1) in [0, 1]
-
-
-@functools.lru_cache(maxsize=1)
-def _photos() -> tuple[np.ndarray, ...]:
-    """The two photographs reduced by block means, pixels in [0, 1], shape (H, W, 3) each."""
-    from sklearn.datasets import load_sample_images
-
-    out = []
-    for img in load_sample_images().images:
-        r = PHOTO_REDUCTION
-        h, w = (img.shape[0] // r) * r, (img.shape[1] // r) * r
-        small = img[:h, :w].reshape(h // r, r, w // r, r, 3).mean(axis=(1, 3))
-        out.append(small / 255.0)
-    return tuple(out)
-
-
-def pool_size(generator: str, digit_pos: int = 3, digit_neg: int = 8) -> tuple[int, int]:
-    """Images (digits) or windows (photos) available for label +1 and for label -1."""
-    if generator == "digits":
-        target = _digits()[1]
-        return int((target == digit_pos).sum()), int((target == digit_neg).sum())
-    return tuple(_windows(p).shape[0] for p in _photos())  # type: ignore[return-value]
-
-
-def _windows(photo: np.ndarray) -> np.ndarray:
-    """Every non-overlapping 8x8 window of a photograph: (count, 8, 8, 3)."""
-    s = IMAGE_SIDE
-    h, w = photo.shape[0] // s, photo.shape[1] // s
-    cut = photo[: h * s, : w * s].reshape(h, s, w, s, 3)
-    return cut.transpose(0, 2, 1, 3, 4).reshape(h * w, s, s, 3)
-
-
-def _pools(generator: str, digit_pos: int, digit_neg: int) -> tuple[np.ndarray, np.ndarray]:
-    """The images of label +1 and of label -1, each (count, 8, 8, channels), in [0, 1]."""
-    if generator == "digits":
-        images, target = _digits()
-        return images[target == digit_pos], images[target == digit_neg]
-    first, second = _photos()
-    return _windows(first), _windows(second)
 
 
 def patches(images: np.ndarray, patch: int) -> np.ndarray:
@@ -134,7 +73,7 @@ def tokens(images: np.ndarray, patch: int, positional: bool, centre: float) -> n
 def fit_head(means: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """Unit-norm ``v`` of a logistic regression (no intercept, L2, C = 10^4) of ``Y`` on the mean
     tokens ``means`` (n, d): the fixed linear head of the real-token generators."""
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.linear_model import LogisticRegression  # scikit-learn: real tokens only
 
     clf = LogisticRegression(fit_intercept=False, C=HEAD_C, max_iter=10_000, tol=1e-10)
     clf.fit(means, Y)
@@ -159,7 +98,7 @@ def real_dataset(
     X (n, T, d) unit-norm tokens, Y (n,) labels, Z (n, d) unit-norm mean-token queries, v (d,)
     the fitted unit-norm head.
     """
-    pos, neg = _pools(generator, digit_pos, digit_neg)
+    pos, neg = pools(generator, digit_pos, digit_neg)
     n_pos, n_neg = (n + 1) // 2, n // 2
     if n_pos > len(pos) or n_neg > len(neg):
         raise ValueError(

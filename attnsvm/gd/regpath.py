@@ -32,14 +32,21 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attnsvm.config.settings import Settings
 from attnsvm.gd.device import resolve_device, to_device
-from attnsvm.gd.model import combined_matrix, loss_and_grad, loss_fn, param_names
+from attnsvm.gd.model import combined_matrix, loss_and_grad, loss_fn, param_names, train_settings
 from attnsvm.gd.train import TORCH_DTYPES, TrainResult, host_result
 
 
 def radii(radius_min: float, radius_max: float, count: int) -> np.ndarray:
     """Geometric grid of ``count`` radii from ``radius_min`` to ``radius_max``."""
     return np.geomspace(radius_min, radius_max, max(int(count), 1))
+
+
+def path_radii(settings: Settings) -> np.ndarray:
+    """The radii of a cell's path: ``checkpoint_count`` of them, geometric from
+    ``radius_min`` to ``radius_max`` (its ``train`` settings)."""
+    return radii(settings.radius_min, settings.radius_max, settings.checkpoint_count)
 
 
 def _sq(t: Tensor) -> Tensor:
@@ -118,29 +125,30 @@ def regpath_batch(
     Z: np.ndarray,
     v: np.ndarray,
     init: dict[str, np.ndarray],
+    settings: Settings | None = None,
     *,
-    param: str,
-    radii: np.ndarray,
-    steps: int,
-    lr: float,
-    dtype: str = "float64",
     device: str = "auto",
     mask: np.ndarray | None = None,
+    **fields,
 ) -> tuple[TrainResult, np.ndarray]:
     """Regularization path of S seeds (linear head); returns (TrainResult, radii).
 
     docs/science.md §4, "Regularization path"; the module docstring gives the method.
+    ``settings`` / ``fields``: the training settings (param, lr, dtype; ``iterations`` steps
+    per radius; the radii of :func:`path_radii`, or ``radii=`` given directly).
     """
+    o = train_settings(settings, **{k: v for k, v in fields.items() if k != "radii"})
+    radii = np.asarray(fields.get("radii", path_radii(o)), dtype=np.float64)
+    param, steps, lr = o.param, o.iterations, o.lr
     t0 = time.perf_counter()
     dev = resolve_device(device)
-    tdt = TORCH_DTYPES[dtype]
+    tdt = TORCH_DTYPES[o.dtype]
     data = tuple(to_device(a, dev, tdt) for a in (X, Y, Z, v)) + (None,)
     P = {k: to_device(init[k], dev, tdt) for k in param_names(param)}
     S, n, T, d = data[0].shape
-    kw = {"param": param, "head": "linear", "lam": 0.0, "ridge": 0.0}
+    kw = {"settings": o.replace(head="linear", lam=0.0), "ridge": 0.0, "mask": None}
     if mask is not None:
         kw["mask"] = torch.as_tensor(np.asarray(mask, dtype=bool)).to(device=dev)
-    radii = np.asarray(radii, dtype=np.float64)
     C = len(radii)
     W_buf = torch.zeros((S, C, d, d), dtype=torch.float64, device=dev)
     sm_buf = torch.zeros((S, C, n, T), dtype=torch.float64, device=dev)

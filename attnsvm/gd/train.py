@@ -21,7 +21,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnsvm.config.cell import CHOICES, DTYPES, Cell
+from attnsvm.config.cell import Cell
+from attnsvm.config.fields import CHOICES
+from attnsvm.config.settings import Settings
 from attnsvm.gd.data import make_dataset, make_init
 from attnsvm.gd.device import describe_device, resolve_device, to_device
 from attnsvm.gd.model import (
@@ -32,6 +34,7 @@ from attnsvm.gd.model import (
     loss_fn,
     pack,
     param_names,
+    train_settings,
     unpack,
 )
 from attnsvm.gd.optimizers import make_rule
@@ -39,7 +42,7 @@ from attnsvm.gd.optimizers import make_rule
 #: how train_batch computes the gradient: hand-derived (Objective) or autograd (loss_fn)
 GRADIENTS = ("analytic", "autograd")
 #: torch dtype of each of the Cell's dtype names
-TORCH_DTYPES = {name: getattr(torch, name) for name in DTYPES}
+TORCH_DTYPES = {name: getattr(torch, name) for name in CHOICES["dtype"]}
 
 
 @dataclass
@@ -241,13 +244,7 @@ def _descend(
 
 
 def _check_arguments(
-    param: str,
-    optimizer: str,
-    dtype: str,
-    gradient: str,
-    init: dict[str, np.ndarray],
-    iterations: int,
-    checkpoints: Sequence[int],
+    settings: Settings, gradient: str, init: dict[str, np.ndarray]
 ) -> tuple[int, list[int]]:
     """``(iterations, checkpoints)`` of a :func:`train_batch` call, checked.
 
@@ -255,51 +252,56 @@ def _check_arguments(
     (benchmarks, tests, the regularization path), whose arrays and choices no Cell has seen,
     and they protect the loop's invariants (one buffer slot per checkpoint, in order).
     """
-    choices = {"param": param, "optimizer": optimizer, "dtype": dtype, "gradient": gradient}
-    for name, value in choices.items():
-        check_choice(name, value, CHOICES.get(name, GRADIENTS))
-    names = param_names(param)
+    for name in ("param", "optimizer", "dtype"):
+        check_choice(name, settings[name], CHOICES[name])
+    check_choice("gradient", gradient, GRADIENTS)
+    names = param_names(settings.param)
     if set(init) != set(names):
-        raise ValueError(f"init for param {param!r} needs keys {names}, got {sorted(init)}")
+        raise ValueError(
+            f"init for param {settings.param!r} needs keys {names}, got {sorted(init)}"
+        )
+    iterations = settings.iterations
     if not (isinstance(iterations, int | np.integer) and iterations >= 0):
         raise ValueError(f"iterations must be a non-negative integer, got {iterations!r}")
     iterations = int(iterations)
-    return iterations, _check_checkpoints(checkpoints, iterations)
+    return iterations, _check_checkpoints(settings.checkpoints, iterations)
 
 
 @dataclass
 class _Problem:
-    """One :func:`train_batch` call on the device: data, initial parameters and the keyword
-    options of :class:`attnsvm.gd.model.Objective` / :func:`attnsvm.gd.model.loss_fn`."""
+    """One :func:`train_batch` call on the device: data, initial parameters, the training
+    settings and the other options of :class:`attnsvm.gd.model.Objective` (ridge, stable,
+    mask)."""
 
     data: tuple[Tensor, Tensor, Tensor, Tensor, Tensor | None]  # X, Y, Z, v, V
     theta0: Tensor  # attnsvm.gd.model.pack's layout
+    settings: Settings
     options: dict[str, Any]
 
     def seeds(self, sel: Tensor) -> _Problem:
         """The same problem restricted to the seeds ``sel`` (seeds never interact)."""
         data = tuple(None if t is None else t[sel] for t in self.data)
         options = dict(self.options)
-        if "mask" in options:
+        if options.get("mask") is not None:
             options["mask"] = options["mask"][sel]
-        theta0 = self.theta0[:, sel] if self.options["param"] == "KQ" else self.theta0[sel]
-        return _Problem(data, theta0, options)
+        theta0 = self.theta0[:, sel] if self.settings.param == "KQ" else self.theta0[sel]
+        return _Problem(data, theta0, self.settings, options)
 
     def objective(self, gradient: str) -> Evaluate:
         """The hand-derived :class:`Objective`, or autograd through :func:`loss_fn`."""
         if gradient == "analytic":
-            return Objective(*self.data, **self.options)
-        return _autograd_objective(self.data, self.options)
+            return Objective(*self.data, self.settings, **self.options)
+        return _autograd_objective(self.data, self.settings, self.options)
 
 
-def _autograd_objective(data: tuple, options: dict[str, Any]) -> Evaluate:
+def _autograd_objective(data: tuple, settings: Settings, options: dict[str, Any]) -> Evaluate:
     """:class:`Objective`'s interface computed by autograd through :func:`loss_fn`."""
-    param = options["param"]
+    param = settings.param
 
     def evaluate(th: Tensor, want_grad: bool) -> tuple:
         leaves = {k: p.detach().requires_grad_(want_grad) for k, p in unpack(th, param).items()}
         with torch.enable_grad():
-            loss, s = loss_fn(leaves, *data, **options)
+            loss, s = loss_fn(leaves, *data, settings, **options)
             G = None
             if want_grad:
                 grads = torch.autograd.grad(loss.sum(), list(leaves.values()))
@@ -310,14 +312,15 @@ def _autograd_objective(data: tuple, options: dict[str, Any]) -> Evaluate:
     return evaluate
 
 
-def _step_rule(optimizer: str, lr: float, eps: float) -> Callable[[Tensor], Tensor]:
-    """The step ``theta(k) - theta(k+1)`` from the gradient G (docs/science.md §3); the rules
-    of docs/science.md §9 are :class:`attnsvm.gd.optimizers.StepRule` factories instead."""
-    if optimizer == "normalized":
+def step_rule(settings: Settings, lr: float, eps: float) -> Callable[[Tensor], Tensor]:
+    """The step ``theta(k) - theta(k+1)`` from the gradient G of ``settings.optimizer``
+    (docs/science.md §3) at step size ``lr``; the rules of docs/science.md §10 are
+    :class:`attnsvm.gd.optimizers.StepRule` factories instead."""
+    if settings.optimizer == "normalized":
         return lambda G: _normalized_step(G, lr, eps)
-    if optimizer == "plain":
+    if settings.optimizer == "plain":
         return lambda G: lr * G
-    return make_rule(optimizer, lr)
+    return make_rule(settings, lr)
 
 
 def _train_all(
@@ -340,7 +343,7 @@ def _train_all(
         evaluate, rule = p.objective(gradient), step
         if isinstance(step, functools.partial):  # a stateful rule: fresh state per pass
             rule = step()
-            rule.attach(p.data, p.options)
+            rule.attach(p.data, p.settings.head, p.options.get("mask"))
             evaluate = rule.observe(evaluate)
         return _descend(evaluate, p.theta0, rule, ks, iterations,
                         freeze=freeze, n=n, T=T, progress=progress)  # fmt: skip
@@ -394,15 +397,8 @@ def train_batch(
     v: np.ndarray,
     V: np.ndarray | None,
     init: dict[str, np.ndarray],
+    settings: Settings | None = None,
     *,
-    param: str,
-    head: str,
-    lam: float,
-    optimizer: str,
-    lr: float,
-    iterations: int,
-    checkpoints: Sequence[int],
-    dtype: str = "float64",
     device: str = "auto",
     eps: float | None = None,
     ridge: float = RIDGE,
@@ -410,13 +406,17 @@ def train_batch(
     gradient: str = "analytic",
     mask: np.ndarray | None = None,
     progress: Callable[[int], None] | None = None,
+    **fields: Any,
 ) -> TrainResult:
     """Full-batch GD on S independent seeds (docs/science.md §3; the paper's normalized GD on
     the ERM objective for W and for (K, Q) with a vanishing ridge).
 
     Inputs are host arrays with a leading seed axis (X (S,n,T,d), Y (S,n), Z (S,n,d), v (S,d),
     V (S,d,d) or None; init ``{"W": (S,d,d)}`` or ``{"K": (S,d,m), "Q": (S,d,m)}``), moved to
-    ``device`` in ``dtype``. Each step, per seed:
+    ``device`` in ``settings.dtype``. ``settings``: a cell's ``train`` settings
+    (:meth:`attnsvm.config.cell.Cell.settings`: param, head, lam, optimizer, lr, iterations,
+    checkpoints, dtype, ...), taken whole; a library call may give them as keyword ``fields``
+    instead (``param="W", lr=0.1, checkpoints=[0, 10]``; the rest default). Each step, per seed:
 
     - normalized: ``W <- W - lr G / (||G||_F + eps)`` (K and Q normalized separately),
     - plain: ``W <- W - lr G``,
@@ -437,25 +437,25 @@ def train_batch(
     restricts each example's attention to its True tokens (causal attention; None: all).
     ``progress(steps)``: called as the batched loop advances (see :func:`_descend`).
     """
-    iterations, ks = _check_arguments(param, optimizer, dtype, gradient, init, iterations,
-                                      checkpoints)  # fmt: skip
+    settings = train_settings(settings, **fields)
+    iterations, ks = _check_arguments(settings, gradient, init)
     t0 = time.perf_counter()
     dev = resolve_device(device)
-    tdt = TORCH_DTYPES[dtype]
+    tdt = TORCH_DTYPES[settings.dtype]
     eps = float(torch.finfo(tdt).tiny) if eps is None else float(eps)
-    options = {"param": param, "head": head, "lam": float(lam), "ridge": ridge, "stable": stable}
+    options: dict[str, Any] = {"ridge": ridge, "stable": stable, "mask": None}
     if mask is not None:
         options["mask"] = torch.as_tensor(np.asarray(mask, dtype=bool)).to(device=dev)
     data = tuple(None if a is None else to_device(a, dev, tdt) for a in (X, Y, Z, v, V))
+    param = settings.param
     theta0 = pack({k: to_device(init[k], dev, tdt) for k in param_names(param)}, param)
-    problem = _Problem(data, theta0, options)
+    problem = _Problem(data, theta0, settings, options)
     # inference mode (no autograd bookkeeping at all) saves ~10% of a small step; the
     # autograd path needs grad mode inside, which inference mode forbids
     no_autograd = torch.inference_mode if gradient == "analytic" else torch.no_grad
     with no_autograd():
-        W, sm, loss, alive, bad_at = _train_all(
-            problem, gradient, _step_rule(optimizer, lr, eps), ks, iterations, progress
-        )
+        rule = step_rule(settings, settings.lr, eps)
+        W, sm, loss, alive, bad_at = _train_all(problem, gradient, rule, ks, iterations, progress)
         return host_result(np.asarray(ks, dtype=np.int64), W, sm, loss, alive, bad_at, dev, t0)
 
 
@@ -487,26 +487,6 @@ def stack_batch(datasets: Sequence, inits: Sequence[dict[str, np.ndarray]]) -> d
 
 def train_cells(cells: Sequence[Cell], device: str = "auto") -> TrainResult:
     """Train cells that share :meth:`Cell.shape_key` as one batch (seed order preserved)."""
-    return train_stacked(stack_cells(cells), cells[0], device=device)
-
-
-def train_stacked(batch: dict, cell: Cell, device: str = "auto", **extra) -> TrainResult:
-    """:func:`train_batch` on a :func:`stack_batch` batch with ``cell``'s training settings."""
-    return train_batch(
-        batch["X"],
-        batch["Y"],
-        batch["Z"],
-        batch["v"],
-        batch["V"],
-        batch["init"],
-        param=cell.param,
-        head=cell.head,
-        lam=cell.lam,
-        optimizer=cell.optimizer,
-        lr=cell.lr,
-        iterations=cell.iterations,
-        checkpoints=cell.checkpoints(),
-        dtype=cell.dtype,
-        device=device,
-        **extra,
-    )
+    b = stack_cells(cells)
+    data = (b["X"], b["Y"], b["Z"], b["v"], b["V"], b["init"])
+    return train_batch(*data, cells[0].settings("train"), device=device)

@@ -1,9 +1,10 @@
 """Batched normalized GD on next-token prediction (docs/science.md §8, "Model and loss"; the
 steps of §3): S seeds of one shape train together, float64, seeded, W or W = K Q^T.
 
-``s_i = S(X_i W x_iT)``, ``L = (1/n) sum_i -log sum_{t: x_it = y_i} s_it``. The gradient
-w.r.t. the scores is ``s - q``; on label positions it is ``-s_t (1 - P_i) / P_i`` with
-``1 - P_i`` summed over the other positions, so it does not cancel once ``P_i`` rounds to 1.
+``s_i = S(X_i W x_iT)``, ``L = (1/n) sum_i -log sum_{t: x_it = y_i} s_it``: the attention of
+the one kernel (:class:`attnsvm.gd.kernel.Attention`) and its next-token loss
+(:func:`attnsvm.gd.kernel.next_token_loss`, whose gradient does not cancel once the label's
+probability rounds to 1).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attnsvm.config.settings import Settings
 from attnsvm.gd.device import describe_device, resolve_device
-from attnsvm.gd.model import RIDGE
+from attnsvm.gd.kernel import Attention, next_token_loss
+from attnsvm.gd.model import RIDGE, train_settings
 
 
 @dataclass
@@ -34,19 +37,16 @@ class NTPTrainResult:
     seconds: float
 
 
-def scores_grad(X: Tensor, Z: Tensor, label: Tensor, W: Tensor):
-    """Loss (S,), softmax (S, n, T) and ``grad_W L`` (S, d, d) of docs/science.md §8."""
+def scores_grad(X: Tensor, Z: Tensor, label: Tensor, W: Tensor, attention: Attention | None = None):
+    """Loss (S,), softmax (S, n, T) and ``grad_W L`` (S, d, d) of docs/science.md §8.
+
+    ``attention``: the kernel of ``(X, Z)`` prepared once per run (built here if None)."""
     n = X.shape[1]
-    Wz = Z @ W.transpose(-1, -2)  # (S, n, d): rows (W z_i)^T
-    a = (X @ Wz.unsqueeze(-1)).squeeze(-1)  # (S, n, T)
-    logp = torch.log_softmax(a, dim=-1)
-    p = logp.exp()
-    logP = torch.logsumexp(logp.masked_fill(~label, -torch.inf), dim=-1)  # log P_i
-    rest = torch.where(label, 0.0, p).sum(-1)  # 1 - P_i without cancellation
-    ratio = (rest * torch.exp(-logP)).unsqueeze(-1)
-    g = torch.where(label, -p * ratio, p)  # (S, n, T): d loss_i / d a_it
+    attention = Attention(X, Z) if attention is None else attention
+    _, log_s = attention.log_softmax(W)
+    loss, p, g = next_token_loss(log_s, label)
     G = ((X * g.unsqueeze(-1)).sum(2).transpose(1, 2) @ Z) / n  # sum_i (X_i^T g_i) z_i^T
-    return -logP.mean(-1), p, G
+    return loss, p, G
 
 
 def _normalized(G: Tensor, lr: float, eps: float) -> Tensor:
@@ -59,15 +59,19 @@ def train_ntp(
     Z: np.ndarray,
     label: np.ndarray,
     init: dict[str, np.ndarray],
-    checkpoints: list[int],
-    lr: float = 0.1,
-    optimizer: str = "normalized",
+    settings: Settings | None = None,
+    *,
     device: str = "auto",
+    **fields,
 ) -> NTPTrainResult:
     """Train S seeds at once: X (S, n, T, d), Z (S, n, d), label (S, n, T) bool, init
-    ``{"W": (S, d, d)}`` or ``{"K", "Q": (S, d, m)}``. Normalized GD (K and Q each normalized,
-    the vanishing ridge of §3 on KQ) or plain GD; checkpoint k is the state after k steps. A
-    seed whose loss or step goes non-finite keeps its last finite state (flagged)."""
+    ``{"W": (S, d, d)}`` or ``{"K", "Q": (S, d, m)}``; ``settings`` / ``fields``: the training
+    settings (checkpoints, lr, optimizer), as for :func:`attnsvm.gd.train.train_batch`.
+    Normalized GD (K and Q each normalized, the vanishing ridge of §3 on KQ) or plain GD;
+    checkpoint k is the state after k steps. A seed whose loss or step goes non-finite keeps
+    its last finite state (flagged)."""
+    o = train_settings(settings, **fields)
+    checkpoints, lr, optimizer = o.checkpoints, o.lr, o.optimizer
     t0 = time.perf_counter()
     dev = resolve_device(device)
     f = {"dtype": torch.float64, "device": dev}
@@ -86,10 +90,11 @@ def train_ntp(
     def matrix() -> Tensor:
         return P["W"] if "W" in P else P["K"] @ P["Q"].transpose(-1, -2)
 
+    attention = Attention(Xt, Zt, o)
     c = 0
     for k in range(ks[-1] + 1):
         W = matrix()
-        loss, p, G = scores_grad(Xt, Zt, Lt, W)
+        loss, p, G = scores_grad(Xt, Zt, Lt, W, attention)
         if c < C and ks[c] == k:
             outW[:, c], outS[:, c], outL[:, c] = W, p, loss
             c += 1

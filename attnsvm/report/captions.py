@@ -26,6 +26,7 @@ import xarray as xr
 
 from attnsvm import codes
 from attnsvm.atomic import write_text_atomic
+from attnsvm.report.figures import figure
 
 # RST snippets for the symbols of docs/science.md
 # (each ends with an escaped space, so that any character may follow it)
@@ -206,8 +207,6 @@ def gen_svm_lines(summary: xr.Dataset, over: list[str]) -> list[str]:
 
 def figure_caption(name: str, summary: xr.Dataset, notes: Iterable[str] = ()) -> str:
     """The RST caption of figure ``name`` of one experiment (see the module docstring)."""
-    from attnsvm.report.figures import figure
-
     decl = figure(name)
     what, look = decl.what, decl.look
     exp = str(summary.attrs.get("experiment", ""))

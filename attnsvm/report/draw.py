@@ -21,6 +21,7 @@ from attnsvm.report.captions import figure_caption, write_caption  # noqa: E402
 from attnsvm.report.figures import figure  # noqa: E402
 from attnsvm.report.style import PNG_DPI, caption_notes  # noqa: E402
 from attnsvm.report.sweepdata import load_summary, load_sweep  # noqa: E402
+from attnsvm.sweep.integrity import clean_stale_partials  # noqa: E402
 
 
 def save(fig, pdf_path, png_path) -> None:
@@ -28,8 +29,6 @@ def save(fig, pdf_path, png_path) -> None:
 
     Temporary files left by a killed earlier attempt are removed first.
     """
-    from attnsvm.sweep.integrity import clean_stale_partials
-
     for path, fmt, kw in ((pdf_path, "pdf", {}), (png_path, "png", {"dpi": PNG_DPI})):
         clean_stale_partials(Path(path))
         with atomic_path(path) as tmp:

@@ -1,7 +1,7 @@
 """The report's status table: cells per status (and convergence type) per grid point, as HTML.
 
 Read from an experiment's ``summary.nc`` (its ``count_*`` variables; docs/store.md) by the
-workflow's ``status_table`` rule; :mod:`attnsvm.sweep.status` is the command line's view of
+workflow's ``status_table`` rule; :mod:`attnsvm.status` is the command line's view of
 the results directory while a sweep runs.
 """
 
@@ -10,13 +10,11 @@ from __future__ import annotations
 import html
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import xarray as xr
 
 from attnsvm import codes
 from attnsvm.atomic import write_text_atomic
-
-if TYPE_CHECKING:
-    import xarray as xr
 
 
 def status_frame(summary: xr.Dataset):
@@ -96,8 +94,6 @@ def _by(counts: xr.DataArray, dim: str):
 def write_status_table(summary_path: str | os.PathLike, out: str | os.PathLike) -> Path:
     """Styled HTML tables: cells per status (and convergence type) for every grid point, and
     SVM solves per status; failed, nonfinite and missing counts above zero are highlighted."""
-    import xarray as xr
-
     summary = xr.open_dataset(summary_path).load()
     frame = status_frame(summary)
     total = summary["count_status"].sum([d for d in summary["count_status"].dims if d != "status"])

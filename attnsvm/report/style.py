@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 import xarray as xr  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from attnsvm.report.sweepdata import seeds_per_point, status_counts  # noqa: E402
 from attnsvm.sweep.summary import nan_quantiles, nan_stats  # noqa: E402
@@ -202,8 +203,6 @@ def runs(k: int, word: str = "run") -> str:
 
 def plain_log_axis(ax, axis: str = "y") -> None:
     """Log axis labelled at 1, 2, 5 x 10^k with plain numbers when it spans few decades."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
     target = ax.yaxis if axis == "y" else ax.xaxis
     lo, hi = ax.get_ylim() if axis == "y" else ax.get_xlim()
     if lo > 0 and hi > 0 and np.log10(hi / lo) < 2.5:

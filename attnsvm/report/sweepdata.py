@@ -47,7 +47,7 @@ def loads_json(value, default):
 
 def fixed_settings(sweep: xr.Dataset) -> dict:
     """Fixed settings of the experiment: the ``fixed_<key>`` attributes of the sweep store
-    (attnsvm.sweep.variables.fixed_attrs), or an older store's single JSON ``fixed`` attribute."""
+    (attnsvm.variables.fixed_attrs), or an older store's single JSON ``fixed`` attribute."""
     out = loads_json(sweep.attrs.get("fixed"), {})
     out.update({k[len("fixed_") :]: v for k, v in sweep.attrs.items() if k.startswith("fixed_")})
     return out

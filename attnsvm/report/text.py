@@ -1,4 +1,4 @@
-"""Text for people: one-screen summaries of a :class:`~attnsvm.sweep.compute.CellResult` and the
+"""Text for people: one-screen summaries of a :class:`~attnsvm.tasks.result.CellResult` and the
 report's section about the run (versions, commits, cell counts, configuration)."""
 
 from __future__ import annotations
@@ -6,11 +6,16 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import xarray as xr
+import yaml
+
+from attnsvm import codes, provenance
 from attnsvm.atomic import write_text_atomic
-from attnsvm.sweep.compute import CellResult
+from attnsvm.tasks.result import CellResult
 
 _SVM_LABELS = {
     "fro_alpha": "Att-SVM   (Frobenius, GD's alpha)",
@@ -120,20 +125,11 @@ def run_info_rst(config: dict[str, Any], sweeps: dict[str, str | os.PathLike]) -
     those recorded by the block jobs that computed the results (``blocks`` attribute of each
     sweep store), next to those of the process that wrote this text.
     """
-    from collections import Counter
-
-    import xarray as xr
-    import yaml
-
-    from attnsvm import __version__, codes, provenance
-
     computed: Counter[str] = Counter()
     rows = []
     for name, path in sweeps.items():
         attrs = xr.open_zarr(path).attrs
-        for info in json.loads(attrs.get("blocks", "{}")).values():
-            version = (info.get("versions") or {}).get("attnsvm", "unknown")
-            computed[f"attnsvm {version}, git commit {info.get('git_commit') or 'unknown'}"] += 1
+        computed += provenance.computed_by(json.loads(attrs.get("blocks", "{}")))
         counts = json.loads(attrs.get("status_counts", "{}"))
         rows.append([name] + [str(counts.get(s, 0)) for s in codes.CELL_STATUS])
     commit_now = provenance.git_commit() or "unknown"
@@ -149,8 +145,8 @@ def run_info_rst(config: dict[str, Any], sweeps: dict[str, str | os.PathLike]) -
         lines.append("- no finished block yet")
     lines += [
         "",
-        f"Captions and this page written by attnsvm {__version__}, git commit {commit_now}, "
-        f"on {provenance.now()}.",
+        f"Captions and this page written by attnsvm {provenance.ATTNSVM_VERSION}, "
+        f"git commit {commit_now}, on {provenance.now()}.",
         "",
         ".. list-table:: Cells per status",
         "   :header-rows: 1",

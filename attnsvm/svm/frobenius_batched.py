@@ -83,12 +83,12 @@ GATHER_RATIO = 0.85
 #: finished instances leave the pivoting batch once they are 1 / COMPACT_SHARE of it
 COMPACT_SHARE = 4
 #: most instances per torch batch on a GPU, and on the CPU (kept cache-sized there; 256 to
-#: 4096 were within measurement noise on a loaded machine, BENCHMARKS.md)
+#: 4096 were within measurement noise on a loaded machine: BENCHMARKS.md as of commit ca8cfd1)
 CHUNK, CPU_CHUNK = 8192, 256
 #: bytes of the Gram matrices of one torch batch (a few copies of them are made)
 CHUNK_BYTES = 2**28
 #: smallest number of batchable instances for which :func:`solve_many` uses the batched route;
-#: measured with ``bench/bench_svm_batched.py`` (BENCHMARKS.md, "Batched Frobenius SVM")
+#: measured with ``bench/bench_svm_batched.py`` (BENCHMARKS.md, "Batched Frobenius SVM on the CPU")
 BATCH_MIN = 64
 
 

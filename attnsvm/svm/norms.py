@@ -140,7 +140,7 @@ def solve_norm_svm(cons: Constraints, norm: str) -> SVMResult:
 
 def svm_solver(norm: str):
     """``solve_norm_svm`` for one norm, a named module-level function (the key of
-    :class:`attnsvm.sweep.compute.SolveCache` is the solver's qualified name)."""
+    :class:`attnsvm.tasks.cache.SolveCache` is the solver's qualified name)."""
     _check(norm)
     return _SOLVERS[norm]
 

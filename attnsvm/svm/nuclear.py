@@ -290,7 +290,7 @@ def _solve_direct(prob: _Direct, solver: str) -> tuple[str, np.ndarray | None, n
     A, b, c, k = prob.problem(solver)
     N = prob.A_lin.shape[0]
     if solver == "scs":
-        import scs
+        import scs  # the last fallback only
 
         opts = dict(SCS_OPTIONS, verbose=False)
         sol = scs.SCS(dict(A=A, b=b, c=c), dict(l=N, s=[k]), **opts).solve()

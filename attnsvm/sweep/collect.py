@@ -13,6 +13,7 @@ no damaged or stale value reaches the sweep. See ``docs/store.md``.
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import warnings
@@ -25,11 +26,14 @@ import numpy as np
 import xarray as xr
 
 from attnsvm import codes
-from attnsvm.config.grid import Block, Experiment
+from attnsvm.config.cell import cells_digest
+from attnsvm.config.grid import Block, Experiment, experiment_from_json
+from attnsvm.logs import stage
 from attnsvm.sweep.integrity import StoreError, clean_stale_partials, stray_entries
 from attnsvm.sweep.store import fill_value, is_finished_store, load_verified, write_atomic
-from attnsvm.sweep.variables import annotate, fixed_attrs
-from attnsvm.sweep.worker import cells_digest
+from attnsvm.variables import annotate, fixed_attrs
+
+log = logging.getLogger(__name__)
 
 SWEEP_FORMAT = "attnsvm-sweep-1"
 #: fewest block stores per worker process for which collect reads in parallel
@@ -270,3 +274,21 @@ def write_sweep(
         warnings.warn(f"ignored, no block of the plan: {[str(p) for p in stray]}", stacklevel=2)
     clean_stale_partials(out)
     return write_atomic(collect_sweep(experiment, paths), out, consolidated=True)
+
+
+def collect_experiment(
+    settings_json: str, block_stores: list[str], out: str, workers: int = 1
+) -> Path:
+    """Workflow entry point of the collect rule (:func:`attnsvm.sweep.collect.collect_sweep`)."""
+    clean_stale_partials(out)  # of a killed earlier attempt
+    exp = experiment_from_json(settings_json)
+    paths = {Path(p).name.removesuffix(".zarr"): p for p in block_stores}
+    unknown = sorted(set(paths) - {b.name for b in exp.blocks()})
+    if unknown:
+        raise ValueError(f"block stores not in the plan of {exp.name!r}: {unknown[:5]}")
+    with stage(log, "collect", experiment=exp.name, blocks=len(paths), workers=workers) as info:
+        sweep = collect_sweep(exp, paths, workers)
+        info["cells"] = exp.n_cells
+        info["MB"] = f"{sweep.nbytes / 1e6:.2f}"
+    with stage(log, "write", store=out):
+        return write_atomic(sweep, out, consolidated=True)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from attnsvm.atomic import remove_leftovers, write_text_atomic
+from attnsvm.provenance import ATTNSVM_VERSION
 
 MANIFEST = "attnsvm-manifest.json"
 MANIFEST_FORMAT = "attnsvm-manifest-1"
@@ -51,9 +52,7 @@ class StoreError(Exception):
 
 def attnsvm_version() -> str:
     """The running attnsvm version (recorded in manifests; a change makes blocks stale)."""
-    import attnsvm
-
-    return attnsvm.__version__
+    return ATTNSVM_VERSION
 
 
 def _ignored(rel: str) -> bool:
@@ -198,7 +197,7 @@ def open_store(path: str | os.PathLike):
     holds its manifest; zarr warns about these unknown objects, which is harmless and
     silenced here.
     """
-    import xarray as xr
+    import xarray as xr  # the repair step and ``attnsvm status`` read manifests only
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*snakemake_timestamp.*")

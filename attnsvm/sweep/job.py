@@ -1,4 +1,5 @@
-"""A workflow job that survives its own worker's crash: out-of-memory, a signal, a bug.
+"""A block job: the workflow job that runs a block's worker and survives its crash (out-of-memory,
+a signal, a bug).
 
 :func:`block_job` computes a block in a worker process (``python -m attnsvm.sweep.worker``). If the
 worker dies (killed by the out-of-memory killer, a segfault, an uncaught error), the job
@@ -23,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from attnsvm import codes
-from attnsvm.config.cell import Cell
+from attnsvm.config.cell import Cell, cells_text
+from attnsvm.config.grid import planned_experiment
+from attnsvm.failures import DeviceUnavailableError
 from attnsvm.sweep.integrity import clean_stale_partials
 from attnsvm.sweep.worker import FAULT_ENV
 
@@ -64,14 +67,12 @@ def planned_block_job(
     """Rule ``block``: compute block ``block`` of ``experiment`` as planned from ``config``.
 
     The Snakemake process that planned the job validated ``config`` and every cell
-    (:func:`attnsvm.config.grid.parse_config`); here the block's cells are built from it
-    without validating them again (:func:`attnsvm.config.grid.planned_experiment`), and
+    (:func:`attnsvm.plan.parse_config`); here only this block's cells are built from it,
+    without validating them again (:meth:`attnsvm.config.grid.Experiment.block`), and
     :func:`block_job` serializes them once, for its worker. ``options``: those of :func:`block_job`.
     """
-    from attnsvm.config.grid import planned_experiment
-
-    blocks = {b.name: b for b in planned_experiment(config, experiment).blocks()}
-    return block_job(blocks[block].cells, out, experiment=experiment, block=block, **options)
+    cells = planned_experiment(config, experiment).block(block).cells
+    return block_job(cells, out, experiment=experiment, block=block, **options)
 
 
 def block_job(
@@ -88,12 +89,12 @@ def block_job(
 
     ``cells``: planned cells, or their dicts (validated here). Returns the path of the store:
     the worker's, or a failed-block store if it crashed.
-    Raises :class:`attnsvm.gd.device.DeviceUnavailableError` at once, writing nothing, when
+    Raises :class:`attnsvm.failures.DeviceUnavailableError` at once, writing nothing, when
     ``device`` asks for CUDA and there is none (an environmental failure: no cell is failed
     for it, and a rerun on a machine with a GPU computes the block).
     """
     _check_device(device)
-    cells = [c.to_dict() if isinstance(c, Cell) else Cell.from_dict(c).to_dict() for c in cells]
+    text = cells_text([c if isinstance(c, Cell) else Cell.from_dict(c) for c in cells])
     started = time.time()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -103,7 +104,7 @@ def block_job(
         json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started})
     )
     try:
-        return _spawn_worker(cells, out, experiment, block, device, threads, log, started)
+        return _spawn_worker(text, out, experiment, block, device, threads, log, started)
     finally:
         claim.unlink(missing_ok=True)
 
@@ -111,7 +112,7 @@ def block_job(
 def _check_device(device: str) -> None:
     """Resolve an explicit device before any work (torch is imported only for those)."""
     if str(device).strip().lower() not in ("auto", "cpu"):
-        from attnsvm.gd.device import resolve_device
+        from attnsvm.gd.device import resolve_device  # torch: only for an explicit device
 
         resolve_device(device)
 
@@ -122,7 +123,7 @@ def claim_path(out: Path) -> Path:
 
 
 def _spawn_worker(
-    cells: list[dict[str, Any]],
+    cells_json: str,
     out: Path,
     experiment: str,
     block: str,
@@ -133,7 +134,7 @@ def _spawn_worker(
 ) -> Path:
     spec = {
         "job_started": started,
-        "cells": cells,  # the one serialization of the cells before the store's
+        "cells_json": cells_json,  # the one serialization of the cells: the store keeps it
         "out": str(out),
         "experiment": experiment,
         "block": block,
@@ -159,7 +160,7 @@ def _spawn_worker(
             except (AttributeError, OSError, ValueError):
                 err = None  # e.g. pytest's capture: let the worker inherit our stderr
             cmd = [sys.executable, "-m", "attnsvm.sweep.worker", spec_path]
-            logger.info("block %s: %d cell(s), starting the worker process", block, len(cells))
+            logger.info("block %s: starting the worker process", block)
             t0 = time.perf_counter()
             code = subprocess.call(cmd, env=env, stderr=err)
             logger.info(
@@ -170,20 +171,16 @@ def _spawn_worker(
         os.unlink(spec_path)
     if code == 0 and out.exists():
         return out
-    from attnsvm.gd.device import EXIT_DEVICE_UNAVAILABLE
-
-    if code == EXIT_DEVICE_UNAVAILABLE:  # the worker saw no GPU although this process did
-        from attnsvm.gd.device import DeviceUnavailableError
-
+    if code == codes.EXIT_DEVICE_UNAVAILABLE:  # the worker saw no GPU although this process did
         tail = _log_tail(log, 1)
         raise DeviceUnavailableError(f"block {block or out.name}: {tail or 'no CUDA device'}")
     reason = _describe_exit(code)
     tail = _log_tail(log)
     message = f"block job failed: {reason}" + (f"\n--- worker log tail ---\n{tail}" if tail else "")
     print(f"attnsvm: {message}", file=sys.stderr)
-    from attnsvm.sweep.store import failed_block_dataset, write_atomic
+    from attnsvm.sweep.store import failed_block_dataset, write_atomic  # xarray, zarr: on a crash
 
     kind = "environment" if code == codes.EXIT_ENVIRONMENT else "reproducible"
     clean_stale_partials(out)
     attrs = {"experiment": experiment, "block": block}
-    return write_atomic(failed_block_dataset(cells, message, attrs, kind), out)
+    return write_atomic(failed_block_dataset(cells_json, message, attrs, kind), out)

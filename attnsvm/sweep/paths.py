@@ -3,7 +3,7 @@
 :data:`LAYOUT` names each path once, as a template whose fields are the workflow's wildcards
 (``experiment``, ``block``, ``figure``) and a file extension ``ext``. The Snakemake rules take
 their outputs and logs from it with fields left as wildcards (``path("block")`` in
-``workflow/rules/common.smk``), the library (:class:`attnsvm.sweep.plan.Plan`, ``attnsvm
+``workflow/rules/common.smk``), the library (:class:`attnsvm.plan.Plan`, ``attnsvm
 status``) with every field filled in. The layout itself is documented in ``docs/store.md``.
 """
 
@@ -26,8 +26,14 @@ LAYOUT: dict[str, str] = {
     "figure_log": "{experiment}/logs/figure_{figure}.log",
     "status_table": "{experiment}/status.html",
     "status_table_log": "{experiment}/logs/status_table.log",
+    "claims": "{experiment}/claims.json",
+    "claims_table": "{experiment}/claims.csv",
+    "claims_log": "{experiment}/logs/claims.log",
     "run_info": "run_info.rst",
     "run_info_log": "logs/run_info.log",
+    "claims_page": "claims.html",
+    "claims_rst": "claims.rst",
+    "claims_page_log": "logs/claims_page.log",
 }
 """Path of every output and log, relative to the results directory."""
 
@@ -80,17 +86,34 @@ class Paths:
     def status_table(self, exp: str) -> str:
         return self.get("status_table", experiment=exp)
 
+    def claims(self, exp: str) -> str:
+        """The claims ledger of ``exp`` (attnsvm.claims.ledger)."""
+        return self.get("claims", experiment=exp)
+
+    def claims_table(self, exp: str) -> str:
+        """The tidy table of the claims ledger of ``exp`` (CSV)."""
+        return self.get("claims_table", experiment=exp)
+
     def run_info(self) -> str:
         """The report's section about the run (attnsvm.report.text.run_info_rst)."""
         return self.get("run_info")
 
+    def claims_page(self) -> str:
+        """The report's claims page: every experiment's claims with their evidence (HTML)."""
+        return self.get("claims_page")
+
+    def claims_rst(self) -> str:
+        """The claims table at the top of the report's first page (RST)."""
+        return self.get("claims_rst")
+
     def result_jobs(self, exp: str, figures: list[str]) -> list[tuple[str, str]]:
         """(log, output) of every result job of ``exp``: collect, summarize, status table,
-        then one per figure (for collect, the sweep store's ``zarr.json``)."""
+        claims, then one per figure (for collect, the sweep store's ``zarr.json``)."""
         jobs = [
             (self.get("collect_log", experiment=exp), f"{self.sweep(exp)}/zarr.json"),
             (self.get("summarize_log", experiment=exp), self.summary(exp)),
             (self.get("status_table_log", experiment=exp), self.status_table(exp)),
+            (self.get("claims_log", experiment=exp), self.claims(exp)),
         ]
         return jobs + [
             (self.get("figure_log", experiment=exp, figure=f), self.figure(exp, f, "png"))

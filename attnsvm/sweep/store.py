@@ -21,13 +21,15 @@ import numpy as np
 import xarray as xr
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
-from attnsvm import codes
+from attnsvm import codes, provenance
 from attnsvm.atomic import atomic_path
-from attnsvm.sweep.compute import LINEAR_SVMS, CellResult
+from attnsvm.config.cell import cells_text, text_digest
 from attnsvm.sweep.integrity import MANIFEST, load_verified, open_store, write_manifest
-from attnsvm.sweep.variables import annotate
+from attnsvm.tasks import CellResult, task_for
+from attnsvm.tasks.multi_head import HEAD_DIMS
+from attnsvm.variables import annotate
 
-__all__ = ["load_verified", "open_block", "write_atomic"]
+__all__ = ["cell_dataset", "load_verified", "open_block", "results_to_dataset", "write_atomic"]
 STORE_FORMAT = "attnsvm-block-1"
 CHUNK_CODECS = (ZstdCodec(), Crc32cCodec())
 """Compression, then a CRC-32C checksum of every chunk (zarr checks it on every read)."""
@@ -74,17 +76,20 @@ def _union(dicts: Sequence[dict]) -> list[str]:
     return keys
 
 
-def results_to_dataset(results: Sequence[CellResult], attrs: dict[str, Any]) -> xr.Dataset:
+def results_to_dataset(
+    results: Sequence[CellResult], attrs: dict[str, Any], cells_json: str | None = None
+) -> xr.Dataset:
     """Stack the results of one block into a Dataset (docs/store.md).
 
     The cells of a packed block may differ in n, T and d: their arrays are padded to the
-    block's largest sizes with :func:`fill_value`, as the collected sweep pads them.
+    block's largest sizes with :func:`fill_value`, as the collected sweep pads them. The SVMs
+    on the ``svm`` axis are those the cells' task stores (:attr:`attnsvm.tasks.Task.svms`).
+    ``cells_json``: the block's :func:`attnsvm.config.cell.cells_text`, when the job has it
+    (the one serialization of its cells), stored as the attribute ``cells``.
     """
     r0 = results[0]
     n, T, d = (max(getattr(r.cell, k) for r in results) for k in ("n", "T", "d"))
-    svms = list(LINEAR_SVMS) if r0.cell.head == "linear" else ["fro_alpha", "fro_opt"]
-    if r0.cell.task == "ntp":  # docs/science.md §8: W_svm and W_fin
-        svms = ["ntp_svm", "ntp_fin"]
+    svms = list(task_for(r0.cell).svms(r0.cell))
     V = _Variables()
     _put_codes(V.put, results)
     _put_data(V.put, results)
@@ -102,8 +107,14 @@ def results_to_dataset(results: Sequence[CellResult], attrs: dict[str, Any]) -> 
     ds = annotate(xr.Dataset(V, coords=coords))
     ds.attrs.update(attrs)
     ds.attrs["format"] = STORE_FORMAT
-    ds.attrs["cells"] = json.dumps([r.cell.to_dict() for r in results])
+    ds.attrs["cells"] = cells_text([r.cell for r in results]) if cells_json is None else cells_json
     return ds
+
+
+def cell_dataset(result: CellResult) -> xr.Dataset:
+    """One cell's result as an :class:`xarray.Dataset` with CF attributes, the same as one cell
+    of a block store (no ``cell`` dim; ``docs/store.md``)."""
+    return results_to_dataset([result], {}).isel(cell=0)
 
 
 class _Variables(dict):
@@ -211,8 +222,6 @@ def _put_metrics(put, results: Sequence[CellResult]) -> None:
 def _put_heads(put, results: Sequence[CellResult]) -> None:
     """Per-head values of multi-head cells (docs/science.md §12), dims ``(cell, head, ...)``;
     a cell without them (one head) gets its fill value."""
-    from attnsvm.sweep.multihead import HEAD_DIMS
-
     for key in _union([r.heads for r in results]):
         arrays = [np.asarray(r.heads[key]) for r in results if key in r.heads]
         blank = np.full(
@@ -261,19 +270,19 @@ def _put_gen(put, results: Sequence[CellResult], n: int, T: int, d: int) -> None
 
 
 def failed_block_dataset(
-    cells: Sequence[dict[str, Any]],
+    cells_json: str,
     message: str,
     attrs: dict[str, Any],
     failure_kind: str = "reproducible",
 ) -> xr.Dataset:
     """Store of a block whose worker crashed: every cell ``failed`` with the reason.
 
-    ``failure_kind`` (:data:`attnsvm.codes.FAILURE_KINDS`): ``environment`` (disk full, no
-    GPU) is retried by the next run of the workflow, ``reproducible`` stays until forced.
+    ``cells_json``: the block's cells as the job serialized them
+    (:func:`attnsvm.config.cell.cells_text`). ``failure_kind``
+    (:data:`attnsvm.codes.FAILURE_KINDS`): ``environment`` (disk full, no GPU) is retried by
+    the next run of the workflow, ``reproducible`` stays until forced.
     """
-    from attnsvm import provenance
-    from attnsvm.sweep.worker import cells_digest
-
+    cells = json.loads(cells_json)
     S = len(cells)
     ds = xr.Dataset(
         {
@@ -298,8 +307,8 @@ def failed_block_dataset(
             "block_failed": 1,
             "failure": message,
             "failure_kind": failure_kind,
-            "cells": json.dumps(list(cells)),
-            "cells_digest": cells_digest(cells),
+            "cells": cells_json,
+            "cells_digest": text_digest(cells_json),
             "versions": provenance.package_versions(),
             "git_commit": provenance.git_commit(),
             "host": provenance.host(),

@@ -4,7 +4,7 @@ For every numeric per-cell variable (dims: grid axes, ``seed`` and optionally ``
 the summary holds, over the seeds whose cell is **ok** (a nonfinite or failed cell's values
 never enter a statistic; ``count_status`` counts those cells), ``<name>_mean``, ``<name>_std``
 (ddof=1), ``<name>_sem`` and ``<name>_count`` (number of ok seeds with a finite value), each
-with the attributes of :mod:`attnsvm.sweep.variables` (the sweep's attributes are kept). Flags
+with the attributes of :mod:`attnsvm.variables` (the sweep's attributes are kept). Flags
 (0/1 variables such as ``feasible_*``, ``alpha_is_opt``, ``ambiguous``) also get
 ``<name>_sum``; curves (dim ``checkpoint``) also the quantiles ``<name>_q25``, ``<name>_q50``,
 ``<name>_q75`` over seeds. The figures read these statistics (docs/science.md §6): they are
@@ -26,7 +26,8 @@ import xarray as xr
 
 from attnsvm import codes
 from attnsvm.atomic import atomic_path
-from attnsvm.sweep.variables import annotate, describe, netcdf_attr
+from attnsvm.sweep.integrity import clean_stale_partials, load_verified
+from attnsvm.variables import annotate, describe, netcdf_attr
 
 FLAG_PREFIXES = (
     "feasible_",
@@ -57,16 +58,18 @@ def _counts(var: xr.DataArray, table: tuple[str, ...], dim: str) -> xr.DataArray
     return xr.concat(parts, dim=dim).assign_coords({dim: np.array(table, dtype=object)})
 
 
-def _values(sweep: xr.Dataset, name: str) -> xr.DataArray:
+def cell_values(sweep: xr.Dataset, name: str) -> xr.DataArray:
+    """The per-cell values of ``name`` as floats, as every statistic reads them: a rank of -1
+    (no solution, docs/science.md §5) is NaN, not a rank."""
     x = sweep[name].astype(float)
-    return x.where(x >= 0) if name.startswith("rank_") else x  # -1: no solution, not a rank
+    return x.where(x >= 0) if name.startswith("rank_") else x
 
 
 def _over_seeds(out: dict, sweep: xr.Dataset, names: list[str]) -> None:
     """``<name>_mean/_std/_sem/_count`` (and ``_sum`` for flags) over the ok cells' values."""
     ok = sweep["status"] == codes.CELL_STATUS.index("ok")
     for name in names:
-        x = _values(sweep, name).where(ok)
+        x = cell_values(sweep, name).where(ok)
         count = np.isfinite(x).sum("seed")
         std = x.std("seed", ddof=1, skipna=True)
         out[f"{name}_mean"] = x.mean("seed", skipna=True)
@@ -90,7 +93,7 @@ def _curve_quantiles(sweep: xr.Dataset, names: list[str]) -> dict[str, xr.DataAr
     ok = sweep["status"] == codes.CELL_STATUS.index("ok")
     out: dict[str, xr.DataArray] = {}
     for name in names:
-        x = _values(sweep, name).where(ok)
+        x = cell_values(sweep, name).where(ok)
         if "checkpoint" not in x.dims:
             continue
         for q, da in zip((25, 50, 75), _quantiles(x, (0.25, 0.5, 0.75)), strict=True):
@@ -120,7 +123,7 @@ def summarize(sweep: xr.Dataset) -> xr.Dataset:
             out[f"share_{name}"] = cnt / total.where(total > 0)
     if "svm_status" in sweep:
         out["count_svm_status"] = _counts(sweep["svm_status"], codes.SVM_STATUS, "svm_status")
-    ds = annotate(xr.Dataset(out))  # CF attributes from the one table, attnsvm.sweep.variables
+    ds = annotate(xr.Dataset(out))  # CF attributes from the one table, attnsvm.variables
     ds = ds.assign(_curve_quantiles(sweep, names))
     ds.attrs = {k: netcdf_attr(v) for k, v in sweep.attrs.items() if k != "blocks"}
     ds.attrs["summary"] = (
@@ -135,8 +138,6 @@ def write_summary(sweep_path: str | os.PathLike, out: str | os.PathLike) -> Path
     The sweep is verified first (:func:`attnsvm.sweep.integrity.load_verified`): a damaged sweep
     stops with an error naming it.
     """
-    from attnsvm.sweep.integrity import clean_stale_partials, load_verified
-
     out = Path(out)
     clean_stale_partials(out)  # of a killed earlier attempt
     sweep = load_verified(sweep_path)

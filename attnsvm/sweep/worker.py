@@ -1,9 +1,14 @@
-"""One workflow job: run a block of cells and write its self-contained store atomically."""
+"""The worker process of a block job: compute the block's cells and write its store atomically.
+
+:func:`attnsvm.sweep.job.block_job` starts it (``python -m attnsvm.sweep.worker SPEC.json``)
+and survives it if it dies. The spec holds the block's cells serialized once
+(:func:`attnsvm.config.cell.cells_text`); the worker parses them, runs them through their
+tasks (:func:`attnsvm.tasks.run_cells`) and stores that same text with its digest.
+"""
 
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import logging
 import os
@@ -15,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from attnsvm import codes, provenance
-from attnsvm.config.cell import Cell
-from attnsvm.logs import stage
+from attnsvm.config.cell import Cell, cells_from_text, cells_text, text_digest
+from attnsvm.failures import DeviceUnavailableError, is_environmental
+from attnsvm.logs import configure, stage
 
 log = logging.getLogger("attnsvm.sweep.worker")  # also when run as __main__ (the worker)
 
@@ -25,13 +31,6 @@ FAULT_ENV = "ATTNSVM_FAULT_INJECT"
 ``kill:<substring>`` makes the worker of every block whose name contains the substring
 SIGKILL itself before computing (as the out-of-memory killer would); ``enospc:<substring>``
 makes it fail as on a full disk."""
-
-
-def cells_digest(cells: Sequence[Cell | dict[str, Any]]) -> str:
-    """SHA-256 of the block's cell descriptions (order included; cells or their dicts)."""
-    dicts = [Cell.from_dict(c).to_dict() if isinstance(c, dict) else c.to_dict() for c in cells]
-    text = json.dumps(dicts, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def write_block(
@@ -43,29 +42,33 @@ def write_block(
     device: str = "auto",
     threads: int = 1,
     job_started: float | None = None,
+    cells_json: str | None = None,
 ) -> Path:
     """Train and solve ``cells`` (docs/science.md §1-5) and write its store to ``out``.
 
     The store records the cells and their digest, package versions, attnsvm commit, host,
     device, start/end time and per-stage timings. Per-cell failures are recorded as statuses.
-    Cell dicts are validated (:meth:`Cell.from_dict`); the worker's own cells come validated.
-    ``job_started`` (Unix time) is when the workflow job began, before the worker's start-up:
-    ``attnsvm status`` estimates the remaining time from these wall times per job.
+    Cell dicts are validated (:meth:`Cell.from_dict`); the worker's own cells come validated,
+    with ``cells_json``, their one serialization (:func:`attnsvm.config.cell.cells_text`),
+    which the store records and digests as it is. ``job_started`` (Unix time) is when the
+    workflow job began, before the worker's start-up: ``attnsvm status`` estimates the
+    remaining time from these wall times per job.
     """
     job_started = time.time() if job_started is None else float(job_started)
     t_start = time.perf_counter()
     cells = [c if isinstance(c, Cell) else Cell.from_dict(c) for c in cells]
+    cells_json = cells_text(cells) if cells_json is None else cells_json
     trains = any(c.train for c in cells)  # SVM-only blocks (E3) do not need torch at all
     if trains:
-        from attnsvm.gd.device import resolve_device
+        from attnsvm.gd.device import resolve_device  # torch: SVM-only blocks (E3) never load it
 
         resolve_device(device)  # DeviceUnavailableError before any work when CUDA is missing
-    with stage(log, "imports"):
-        from attnsvm.sweep.compute import run_cells
+    with stage(log, "imports"):  # timed: the worker's start-up, logged per job
         from attnsvm.sweep.store import results_to_dataset, write_atomic
+        from attnsvm.tasks import run_cells
 
         if trains:
-            import torch
+            import torch  # loaded by the tasks that train; SVM-only blocks (E3) never need it
 
             torch.set_num_threads(max(1, int(threads)))
     log.info(
@@ -79,7 +82,7 @@ def write_block(
     attrs = {
         "experiment": experiment,
         "block": block,
-        "cells_digest": cells_digest(cells),
+        "cells_digest": text_digest(cells_json),
         "versions": provenance.package_versions(),
         "git_commit": provenance.git_commit(),
         "host": provenance.host(),
@@ -97,7 +100,7 @@ def write_block(
         },
     }
     with stage(log, "dataset") as info:
-        ds = results_to_dataset(results, attrs)
+        ds = results_to_dataset(results, attrs, cells_json)
         info["variables"] = len(ds.data_vars)
         info["MB"] = f"{ds.nbytes / 1e6:.2f}"
     t1 = time.perf_counter()
@@ -115,37 +118,17 @@ def write_block(
     return path
 
 
-class EnvironmentFailure(RuntimeError):
-    """The machine, not the block, made the block fail (see :data:`codes.FAILURE_KINDS`)."""
-
-
-ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
-"""OSErrors that say the machine is at fault: disk full, quota exceeded."""
-
-
-def is_environmental(err: BaseException) -> bool:
-    """Whether ``err`` is an environmental failure (retried by the next run, not recorded)."""
-    from attnsvm.gd.device import DeviceUnavailableError
-
-    if isinstance(err, EnvironmentFailure | DeviceUnavailableError):
-        return True
-    return isinstance(err, OSError) and err.errno in ENVIRONMENT_ERRNOS
-
-
 def _main(argv: list[str]) -> int:
     """``python -m attnsvm.sweep.worker SPEC.json``: worker of :func:`attnsvm.sweep.job.block_job`.
 
-    The spec's cells were validated when the plan was built (or by ``block_job``): they are
-    rebuilt without validation (:meth:`Cell.trusted`).
+    The spec's cells (``cells_json``, their one serialization) were validated when the plan
+    was built (or by ``block_job``): they are rebuilt without validation (:meth:`Cell.trusted`).
 
     Logs to stderr, which the job shares with the rule's log file. Exits with
-    :data:`attnsvm.gd.device.EXIT_DEVICE_UNAVAILABLE` when CUDA was asked for and is missing
+    :data:`codes.EXIT_DEVICE_UNAVAILABLE` when CUDA was asked for and is missing
     (one line), and with :data:`codes.EXIT_ENVIRONMENT` after another environmental failure
     (disk full, quota exceeded).
     """
-    from attnsvm.gd.device import EXIT_DEVICE_UNAVAILABLE, DeviceUnavailableError
-    from attnsvm.logs import configure
-
     configure()
     spec = json.loads(Path(argv[0]).read_text())
     fault = os.environ.get(FAULT_ENV, "")
@@ -153,8 +136,9 @@ def _main(argv: list[str]) -> int:
         if fault.startswith("enospc:") and fault[7:] and fault[7:] in spec.get("block", ""):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), spec["out"])  # fault test
         write_block(
-            [Cell.trusted(c) for c in spec["cells"]],  # validated when the plan was built
+            cells_from_text(spec["cells_json"]),  # validated when the plan was built
             spec["out"],
+            cells_json=spec["cells_json"],
             experiment=spec.get("experiment", ""),
             block=spec.get("block", ""),
             device=spec.get("device", "auto"),
@@ -163,7 +147,7 @@ def _main(argv: list[str]) -> int:
         )
     except DeviceUnavailableError as err:
         print(f"attnsvm: error: {err}", file=sys.stderr)
-        return EXIT_DEVICE_UNAVAILABLE
+        return codes.EXIT_DEVICE_UNAVAILABLE
     except Exception as err:
         if not is_environmental(err):
             raise

@@ -1,5 +1,5 @@
 # The only place for Python helpers of the workflow: config validation first, then
-# named input/param functions. All logic lives in attnsvm.sweep.plan, every path in
+# named input/param functions. All logic lives in attnsvm.plan, every path in
 # attnsvm.sweep.paths (rules take their outputs and logs from path(), inputs from rules.X.output).
 #
 # Validation: Plan.from_config runs the config models (attnsvm.config.schema, the same that
@@ -9,8 +9,9 @@ import sys
 
 import attnsvm
 from attnsvm.config.files import check_config_files
-from attnsvm.config.grid import FIGURES, ConfigError
-from attnsvm.sweep.plan import Plan, lock_results, unlock_results
+from attnsvm.config.errors import ConfigError
+from attnsvm.plan import Plan, lock_results, unlock_results
+from attnsvm.report.figures import FIGURES
 
 try:
     check_config_files(workflow.configfiles)  # what Snakemake's loader lets through
@@ -66,6 +67,10 @@ def block_stores(wildcards):
 
 def experiment_settings(wildcards):
     return PLAN.experiment_config(wildcards.experiment)
+
+
+def experiment_claims(wildcards):
+    return PLAN.claims_config(wildcards.experiment)
 
 
 def report_category(wildcards):

@@ -1,5 +1,5 @@
 # Block jobs (train + solve a block of cells), then collect and summarize per experiment.
-# Priorities (attnsvm.sweep.plan.Plan.priority): experiments in config order, and each
+# Priorities (attnsvm.plan.Plan.priority): experiments in config order, and each
 # experiment's collect, summary and figures as soon as its own blocks are done.
 
 

@@ -4,7 +4,7 @@ from attnsvm.logs import log_to
 
 log_to(snakemake.log[0])  # noqa: F821 - stderr and attnsvm's log records: the rule's log
 
-from attnsvm.sweep.plan import collect_experiment  # noqa: E402
+from attnsvm.sweep.collect import collect_experiment  # noqa: E402
 
 collect_experiment(
     snakemake.params.experiment,  # noqa: F821

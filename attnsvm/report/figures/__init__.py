@@ -2,8 +2,8 @@
 
 Every module of this package is one figure: ``e1`` ... ``e6`` reproduce experiments E1-E6 of
 the paper (arXiv 2308.16898), the others go beyond it. A module declares ``FIGURE``, a
-:class:`Figure`: its short label, the sweep variables and summary statistics it reads, its
-report caption (text and the numbers of the run, from the summary) and its plot function.
+:class:`Figure`: its short label, the sweep variables it reads, its report caption (text and
+the numbers of the run, from the summary) and its plot function.
 Adding a figure is adding a module here and naming it in an experiment's ``figures``.
 
 The list of names (:data:`FIGURES`) comes from the module file names, without importing them,
@@ -28,10 +28,10 @@ class Figure:
     """One figure of the report (declared as ``FIGURE`` by the module of the same name).
 
     ``variables``: sweep variables :func:`plot` reads (the sweep is reduced to them);
-    ``statistics``: summary variables it and its caption read; ``what`` / ``look``: caption
-    text (RST) saying what the figure shows and what to look for; ``numbers(summary)``: the
-    caption's headline numbers of this run (RST sentences); ``plot(sweep, summary)``: the
-    matplotlib Figure.
+    ``what`` / ``look``: caption text (RST) saying what the figure shows and what to look for;
+    ``numbers(summary)``: the caption's headline numbers of this run (RST sentences);
+    ``plot(sweep, summary)``: the matplotlib Figure. :func:`attnsvm.report.draw.make_figure`
+    draws it and writes its files.
     """
 
     name: str
@@ -41,7 +41,6 @@ class Figure:
     plot: Callable[[Any, Any], Any]
     numbers: Callable[[Any], list[str]]
     variables: tuple[str, ...] = ()
-    statistics: tuple[str, ...] = ()
 
 
 def _names() -> tuple[str, ...]:
@@ -69,12 +68,4 @@ def figure_module(name: str):
     return importlib.import_module(f"{__name__}.{name}")
 
 
-def __getattr__(attr: str):
-    if attr == "make_figure":  # lazily: it needs matplotlib
-        from attnsvm.report.draw import make_figure
-
-        return make_figure
-    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
-
-
-__all__ = ["FIGURES", "PAPER_FIGURES", "Figure", "figure", "figure_module", "make_figure"]
+__all__ = ["FIGURES", "PAPER_FIGURES", "Figure", "figure", "figure_module"]

@@ -110,5 +110,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=numbers,
     variables=VARIABLES,
-    statistics=tuple(f"{v}_mean" for v in VARIABLES[:4]) + ("alpha_is_opt_sum",),
 )

@@ -262,5 +262,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=lambda summary: captions.corr_lines(summary, cross=True),
     variables=VARIABLES,
-    statistics=("corr_fro_alpha_mean", "corr_nuc_alpha_mean"),
 )

@@ -149,12 +149,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=numbers,
     variables=VARIABLES,
-    statistics=(
-        "curve_softmax_mass_mean",
-        "curve_corr_fro_alpha_mean",
-        "curve_corr_nuc_alpha_mean",
-        "corr_fro_alpha_mean",
-        "corr_nuc_alpha_mean",
-        "softmax_mass_mean",
-    ),
 )

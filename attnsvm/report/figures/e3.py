@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from matplotlib.lines import Line2D
 
 from attnsvm.config.cell import Cell
 from attnsvm.report import captions, style
@@ -139,7 +140,6 @@ def _draw_series(ax, ax_inf, d, s: dict, kind: str, ls: str, marker: str, color,
 
 def _legend(ax, axis: str, values: list) -> None:
     """Colours = the varied quantity, styles = the SVM."""
-    from matplotlib.lines import Line2D
 
     palette = style.PALETTE
     color_handles = [
@@ -250,11 +250,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=numbers,
     variables=VARIABLES,
-    statistics=(
-        "rank_fro_opt_mean",
-        "rank_nuc_opt_mean",
-        "rank_fro_opt_mean",
-        "rank_nuc_opt_mean",
-        "feasible_fro_opt_sum",
-    ),
 )

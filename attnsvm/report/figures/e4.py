@@ -14,6 +14,7 @@ W_svmeq) are counted. :func:`run_counts` gives the clear and ambiguous counts fo
 
 from __future__ import annotations
 
+import matplotlib.transforms as mtransforms
 import numpy as np
 import xarray as xr
 from matplotlib.lines import Line2D
@@ -99,7 +100,6 @@ def counts_text(sweep: xr.Dataset) -> str:
 
 def _at_axis(ax, values, other, axis: str, color, hollow: bool) -> None:
     """Markers on the x (or y) axis for points whose value is below ``FLOOR``."""
-    import matplotlib.transforms as mtransforms
 
     if not len(values):
         return
@@ -291,5 +291,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=numbers,
     variables=VARIABLES,
-    statistics=("corr_svmeq_mean", "corr_mm_gen_mean", "corr_single_mean", "ambiguous_sum"),
 )

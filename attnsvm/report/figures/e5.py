@@ -158,13 +158,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=numbers,
     variables=VARIABLES,
-    statistics=(
-        "n_relevant_mean",
-        "corr_svmeq_mean",
-        "corr_mm_gen_mean",
-        "corr_single_mean",
-        "n_relevant_mean",
-        "corr_svmeq_mean",
-        "ambiguous_sum",
-    ),
 )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from matplotlib.patches import Patch
 
 from attnsvm import codes
 from attnsvm.report import captions, style
@@ -150,7 +151,6 @@ def _draw_bars(ax, c: np.ndarray, h: np.ndarray, d_values: list) -> None:
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
     """E6 (docs/science.md §6): counts per class and of its unconverged runs over the ok runs,
     from the sweep (the hatched part needs each run's class and diagnostics together)."""
-    from matplotlib.patches import Patch
 
     params = sd.params_of(sweep)
     d_values = sd.grid_values(sweep, "d") or [None]
@@ -201,5 +201,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=lambda summary: captions.global_lines(summary, per_d=True),
     variables=VARIABLES,
-    statistics=("count_convergence", "share_convergence"),
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from matplotlib.patches import Patch
 
 from attnsvm import codes
 from attnsvm.report import captions, style
@@ -121,7 +122,6 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
             if j == 0:
                 ax.set_ylabel("share of runs")
     _draw_lines(axes[0, -1], axes[1, -1], sweep, params, heads, [d for d in d_values])
-    from matplotlib.patches import Patch
 
     handles = [Patch(color=style.CONVERGENCE_COLORS[n], label=n) for n in codes.CONVERGENCE]
     handles.append(
@@ -175,12 +175,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=numbers,
     variables=VARIABLES,
-    statistics=(
-        "count_convergence",
-        "share_convergence",
-        "corr_fro_alpha_mean",
-        "corr_nuc_alpha_mean",
-        "corr_v_mean",
-        "saturated_mean",
-    ),
 )

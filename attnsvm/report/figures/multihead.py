@@ -140,11 +140,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=numbers,
     variables=VARIABLES,
-    statistics=(
-        "count_convergence",
-        "head_corr_min_mean",
-        "corr_matching_mean",
-        "head_agreement_mean",
-        "head_global_share_mean",
-    ),
 )

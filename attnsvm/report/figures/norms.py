@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import seaborn as sns
 import xarray as xr
+from matplotlib.patches import Rectangle
 
 from attnsvm.gd.optimizers import PREDICTED_NORM
 from attnsvm.report import captions, style
@@ -25,9 +26,6 @@ NORMS = ("fro", "nuc", "max", "spec", "l1p5", "l3")
 NORM_LABELS = {"fro": "Frob.", "nuc": "nuclear", "max": "max-entry", "spec": "spectral",
                "l1p5": r"$\ell_{1.5}$", "l3": r"$\ell_3$"}  # fmt: skip
 VARIABLES = tuple(f"{k}_{n}_alpha" for k in ("corr", "mratio", "curve_corr") for n in NORMS)
-STATISTICS = tuple(f"{v}_mean" for v in VARIABLES) + tuple(
-    f"curve_corr_{n}_alpha_mean" for n in NORMS
-)
 
 
 def predicted(opt: str, param: str) -> str | None:
@@ -74,7 +72,6 @@ def _heatmap(ax, summary, prefix: str, title: str, letter: str) -> None:
 
 
 def _box(x: int, y: int):
-    from matplotlib.patches import Rectangle
 
     return Rectangle((x, y), 1, 1, fill=False, edgecolor="red", lw=1.2)
 
@@ -197,5 +194,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=numbers,
     variables=VARIABLES,
-    statistics=STATISTICS,
 )

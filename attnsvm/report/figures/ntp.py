@@ -180,14 +180,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=numbers,
     variables=VARIABLES,
-    statistics=(
-        "curve_corr_ntp_svm_mean",
-        "curve_corr_ntp_svm_q25",
-        "curve_corr_ntp_pred_mean",
-        "curve_fin_dist_mean",
-        "curve_fin_dist_q50",
-        "ntp_cyclic_sccs_mean",
-        "ntp_largest_scc_mean",
-        "ntp_acyclic_mean",
-    ),
 )

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import seaborn as sns
 import xarray as xr
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from attnsvm.report import captions, style
 from attnsvm.report import sweepdata as sd
@@ -127,8 +129,6 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
 
 def _legends(fig, ax, params: list[str]) -> None:
     """One legend outside the panels: the settings' lines, then what the bars and dots are."""
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
 
     handles, labels = ax.get_legend_handles_labels()
     handles += [
@@ -158,5 +158,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=lambda summary: captions.corr_lines(summary),
     variables=VARIABLES,
-    statistics=("curve_corr_fro_alpha_mean", "curve_corr_nuc_alpha_mean"),
 )

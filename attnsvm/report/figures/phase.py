@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from matplotlib import colormaps
 
 from attnsvm import codes
 from attnsvm.report import captions, style
@@ -99,7 +100,6 @@ def _draw_map(ax, share: np.ndarray, cnt: np.ndarray, x: list, y: list, thr: lis
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
     """Shares per grid point over the ok seeds, from the sweep (the feasibility share pools W
     and KQ cells, the global share needs typed runs only)."""
-    from matplotlib import colormaps
 
     yaxis = "n" if "n" in sweep.dims else "T"
     other = "T" if yaxis == "n" else "n"
@@ -165,5 +165,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=numbers,
     variables=VARIABLES,
-    statistics=("count_convergence", "feasible_fro_opt_sum", "all_support_sum"),
 )

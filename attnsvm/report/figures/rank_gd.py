@@ -109,7 +109,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=numbers,
     variables=VARIABLES,
-    statistics=tuple(
-        f"{p}_{k}_mean" for p in ("rank", "erank") for k in ("gd", "fro_alpha", "nuc_alpha")
-    ),  # fmt: skip
 )

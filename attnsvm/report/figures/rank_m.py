@@ -140,5 +140,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=numbers,
     variables=VARIABLES,
-    statistics=tuple(f"{v}_mean" for v in VARIABLES),
 )

@@ -21,6 +21,7 @@ import numpy as np
 import xarray as xr
 
 from attnsvm.config.cell import Cell
+from attnsvm.images import token_count, token_dim
 from attnsvm.report import captions, style
 from attnsvm.report import sweepdata as sd
 from attnsvm.report.figures import Figure
@@ -144,7 +145,6 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
 def _above_threshold(summary: xr.Dataset, point: dict) -> bool | None:
     """Whether the series' d >= max(T - 1, n) for every n: there every selection of data in
     general position is feasible (docs/science.md §4); None if its sizes are unknown."""
-    from attnsvm.gd.real_tokens import token_count, token_dim
 
     def value(k, default):
         return point.get(k, summary.attrs.get(f"fixed_{k}", default))
@@ -223,14 +223,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=numbers,
     variables=VARIABLES,
-    statistics=(
-        "feasible_fro_opt_mean",
-        "feasible_fro_alpha_mean",
-        "corr_fro_alpha_mean",
-        "corr_nuc_alpha_mean",
-        "count_convergence",
-        "rank_gd_mean",
-        "erank_gd_mean",
-        "corr_converged_sum",
-    ),
 )

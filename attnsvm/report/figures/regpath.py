@@ -123,11 +123,4 @@ FIGURE = Figure(
     plot=plot,
     numbers=numbers,
     variables=VARIABLES,
-    statistics=(
-        "curve_corr_fro_opt_mean",
-        "curve_corr_nuc_opt_mean",
-        "curve_corr_fro_opt_q50",
-        "curve_corr_nuc_opt_q50",
-        "curve_radius_mean",
-    ),
 )

@@ -28,6 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from attnsvm.atomic import write_text_atomic
+from attnsvm.config.files import load_config_file
+from attnsvm.provenance import ATTNSVM_VERSION
+from attnsvm.sweep.integrity import MANIFEST
 
 CACHE_NAME = ".attnsvm-status-cache.json"
 CACHE_FORMAT = "attnsvm-status-cache/1"
@@ -35,11 +38,12 @@ CACHE_FORMAT = "attnsvm-status-cache/1"
 
 @dataclass
 class StatusPlan:
-    """What ``attnsvm status`` needs from a plan (:class:`attnsvm.sweep.plan.Plan`).
+    """What ``attnsvm status`` needs from a plan (:class:`attnsvm.plan.Plan`).
 
     ``blocks``: ``{experiment: {block: [cells, cells digest, predicted job seconds]}}`` in
     config order; ``result_jobs``: ``{experiment: [[log, output], ...]}`` of its collect,
-    summarize, status table and figure jobs (:meth:`attnsvm.sweep.paths.Paths.result_jobs`).
+    summarize, status table, claims and figure jobs
+    (:meth:`attnsvm.sweep.paths.Paths.result_jobs`).
     """
 
     results: str
@@ -48,7 +52,7 @@ class StatusPlan:
 
     @classmethod
     def from_plan(cls, plan) -> StatusPlan:
-        """The status view of a validated :class:`~attnsvm.sweep.plan.Plan`."""
+        """The status view of a validated :class:`~attnsvm.plan.Plan`."""
         blocks = {}
         for exp in plan.experiments:
             digests, seconds = plan.block_digests(exp), plan.block_seconds(exp)
@@ -85,10 +89,8 @@ class StatusPlan:
 
 def code_fingerprint() -> str:
     """attnsvm's version and the size and modification time of each of its modules."""
-    import attnsvm
-
-    root = Path(attnsvm.__file__).parent
-    parts = [attnsvm.__version__]
+    root = Path(__file__).parent
+    parts = [ATTNSVM_VERSION]
     for p in sorted(root.rglob("*.py")):
         st = p.stat()
         parts.append(f"{p.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}")
@@ -112,9 +114,6 @@ def load(configfile: str | os.PathLike) -> tuple[StatusPlan, dict[str, Any], Pat
     cache does not hold this config file for this code. The stores' entries are kept across
     plans of the same attnsvm version (each is checked against the planned digest on use).
     """
-    import attnsvm
-    from attnsvm.config.files import load_config_file
-
     raw = Path(configfile).read_bytes()
     config = load_config_file(configfile)
     results = str(config.get("results", "results")) if isinstance(config, dict) else "results"
@@ -126,14 +125,15 @@ def load(configfile: str | os.PathLike) -> tuple[StatusPlan, dict[str, Any], Pat
             return StatusPlan(**cache["plan"]), cache, path
         except (TypeError, KeyError):
             pass
-    from attnsvm.sweep.plan import Plan
+    # the plan (pydantic, the config models, the registries) only when the cache misses
+    from attnsvm.plan import Plan
 
     plan = StatusPlan.from_plan(Plan.from_config(config))
-    same_code = cache is not None and cache.get("version") == attnsvm.__version__
+    same_code = cache is not None and cache.get("version") == ATTNSVM_VERSION
     fresh = {
         "format": CACHE_FORMAT,
         "key": key,
-        "version": attnsvm.__version__,
+        "version": ATTNSVM_VERSION,
         "plan": plan.to_dict(),
         "stores": cache["stores"] if same_code else {},
         "fresh": True,  # not yet written (popped before it is)
@@ -156,8 +156,6 @@ def store_key(store: str | os.PathLike) -> list[int] | None:
     """What any change to a block store's manifest or ``zarr.json`` (or the store's
     replacement) changes: inode, size, modification and status-change times (ns) of both and
     the store's inode; ``None`` when either file is missing."""
-    from attnsvm.sweep.integrity import MANIFEST
-
     base = os.fspath(store)
     try:
         key = [os.stat(base).st_ino]

@@ -1,8 +1,9 @@
 """The one table of what every stored variable and coordinate means (CF / xarray attributes).
 
 Block stores, the sweep store and the summary (``docs/store.md``) take the attributes of each
-variable from here: ``long_name`` and ``description`` always, ``units`` where one exists
-(``"1"`` for dimensionless ratios, ``"s"`` for seconds) and ``flag_values`` /
+variable from here (those of the grid axes, the cell fields, from the field registry
+:data:`attnsvm.config.fields.FIELDS`): ``long_name`` and ``description`` always, ``units``
+where one exists (``"1"`` for dimensionless ratios, ``"s"`` for seconds) and ``flag_values`` /
 ``flag_meanings`` for status codes (:mod:`attnsvm.codes`). Families of variables
 (``corr_<svm>``, ``curve_<x>``, ``<x>_mean`` of the summary, ...) are described by pattern,
 so a new SVM or metric is described as soon as its parts are. :func:`annotate` also gives
@@ -11,15 +12,19 @@ every dimension a coordinate.
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
+
+if TYPE_CHECKING:  # annotate() only calls methods of the Dataset it is given
+    import xarray as xr
 
 from attnsvm import codes
+from attnsvm.config.fields import FIELDS
 
-UNDESCRIBED = "no description in attnsvm.sweep.variables"
+UNDESCRIBED = "no description in attnsvm.variables"
 """``description`` of a variable that this table does not know (a test forbids it)."""
 
 #: The SVMs of a linear-head cell (``svm`` coordinate), docs/science.md section 4.
@@ -42,6 +47,37 @@ SVMS = {
     "Frobenius for W runs, nuclear for KQ)",
     "ntp_fin": "W_fin, the loss minimizer on the reduced dataset over S_fin (section 8)",
     "ntp_pred": "W_fin + R(k) W_svm / ||W_svm||, R(k) = <W(k), W_svm> / ||W_svm|| (section 8)",
+}
+
+#: The convergence rates of a trajectory (docs/science.md section 14): name -> what decays.
+RATES = {
+    "corr": "1 - corr(W(k), S) with S the matching SVM of GD's final selection alpha "
+    "(Frobenius for W, nuclear for KQ)",
+    "mass": "the softmax mass outside GD's final selection, mean_i sum_{t != alpha_i} s_it(k) "
+    "(curve_offmass)",
+}
+#: The scalars stored per rate: part -> (long name, units, description), ``{}`` the quantity.
+RATE_PARTS: dict[str, tuple[str, str | None, str]] = {
+    "": (
+        "rate of {}",
+        "1",
+        "fitted exponent b of y(k) ~ C k^-b, y(k) = {}: least squares of log y on log k over "
+        "the tail checkpoints k >= sqrt(K) (docs/science.md section 14); NaN with fewer than 5 "
+        "usable checkpoints",
+    ),
+    "_lo": (
+        "lower end of the rate of {}",
+        "1",
+        "lower end of the 95% t interval of the rate of {}",
+    ),
+    "_hi": (
+        "upper end of the rate of {}",
+        "1",
+        "upper end of the 95% t interval of the rate of {}",
+    ),
+    "_points": ("checkpoints of the rate fit of {}", "1", "checkpoints used in the fit of {}"),
+    "_first": ("first iteration of the rate fit of {}", None, "first checkpoint of the fit of {}"),
+    "_last": ("last iteration of the rate fit of {}", None, "last checkpoint of the fit of {}"),
 }
 
 # name: (long_name, units or None, description)
@@ -218,6 +254,12 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
         None,
         "1 if GD's selection is the optimal selection of the initial head v(0) (section 11)",
     ),
+    "offmass": (
+        "softmax mass outside the selection",
+        "1",
+        "mean_i sum_{t != alpha_i} s_it with alpha GD's final selection (docs/science.md "
+        "section 14), summed directly (exact far below 1e-16)",
+    ),
     "curve_radius": ("radius R", None, "radius of the regularization path at this checkpoint"),
     "curve_gd_margin": (
         "GD margin",
@@ -270,31 +312,11 @@ COORDS: dict[str, tuple[str, str | None, str]] = {
         "global, local, not-local, unsaturated (unsaturated first, then corr >= threshold)",
     ),
     "svm_status": ("SVM status", None, " ".join(codes.SVM_STATUS)),
-    # grid axes (attnsvm.config.cell.Cell fields)
-    "generator": ("data generator", None, "data model (docs/science.md section 1)"),
-    "d": ("dimension d", None, "token dimension"),
-    "T": ("tokens T", None, "tokens per example"),
-    "n": ("examples n", None, "examples per dataset"),
-    "head": ("head", None, "prediction head: linear, relu or lambda"),
-    "lam": ("lambda", None, "lambda of the lambda head"),
-    "param": ("parameterization", None, "W trained directly, or W = K Q^T"),
-    "m": ("inner dimension m", None, "inner dimension of W = K Q^T ('null': m = d)"),
-    "attention": ("attention kind", None, "cross, self, sequence or causal attention"),
-    "init": ("initialization", None, "initialization of the weights"),
-    "optimizer": ("optimizer", None, "normalized or plain GD"),
-    "lr": ("step size", None, "learning rate of GD"),
-    "iterations": ("iterations", None, "GD iterations"),
-    "dtype": ("dtype", None, "floating point type of training"),
-    "task": ("task", None, "train (GD), regpath (regularization path) or ntp (section 8)"),
-    "train_head": ("trained head", None, "1: v trained jointly (docs/science.md section 11)"),
-    "K": ("vocabulary size K", None, "tokens of the NTP vocabulary (docs/science.md section 8)"),
-    "patch": ("patch side", None, "digits / photos: side of the square patches (tokens)"),
-    "positional": ("positional encoding", None, "digits / photos: one-hot position appended"),
-    "digit_pos": ("digit of label +1", None, "digits: the digit class labelled +1"),
-    "digit_neg": ("digit of label -1", None, "digits: the digit class labelled -1"),
-    "heads": ("attention heads H", None, "heads summed through v (docs/science.md section 12)"),
     "attention_head": ("attention head h", None, "head h of a multi-head cell (section 12)"),
 }
+
+#: grid axes: every cell field, described by its registry entry
+COORDS.update({f.name: (f.long_name, f.units, f.doc) for f in FIELDS})
 
 _FLAGS = {
     "status": codes.CELL_STATUS,
@@ -311,6 +333,11 @@ _SUMMARY_STATS = {
     "count": ("seeds with a value of {}", "number of seeds with a finite value of {}"),
     "sum": ("sum of {}", "number of seeds where {} is 1"),
 }
+
+
+_RATE_NAME = re.compile(
+    "rate_(" + "|".join(RATES) + ")(" + "|".join(re.escape(p) for p in RATE_PARTS if p) + "|)"
+)
 
 
 def _family(name: str) -> tuple[str, str | None, str] | None:
@@ -340,6 +367,10 @@ def _family(name: str) -> tuple[str, str | None, str] | None:
                 inner.get("units"),
                 f"{inner['description']}, at every checkpoint",
             )
+    m = _RATE_NAME.fullmatch(name)
+    if m:
+        long, units, text = RATE_PARTS[m.group(2)]
+        return long.format(m.group(1)), units, text.format(RATES[m.group(1)])
     m = re.fullmatch(r"seconds_(\w+)", name)
     if m:
         return f"time of stage {m.group(1)}", "s", f"wall seconds of the {m.group(1)} stage"
@@ -413,8 +444,6 @@ def netcdf_attr(value: Any) -> Any:
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
     ):
         return list(value)
-    import json
-
     return json.dumps(value)
 
 

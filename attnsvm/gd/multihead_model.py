@@ -18,15 +18,16 @@ normalization. With H = 1 the layout, the kernels and their operand order are th
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from attnsvm.config.settings import Settings
 from attnsvm.gd.device import describe_device, resolve_device, to_device
-from attnsvm.gd.model import RIDGE, attended_token, attention_logits, check_choice, logistic_loss
+from attnsvm.gd.kernel import Attention, attended_token, logistic
+from attnsvm.gd.model import RIDGE, check_choice, logistic_loss, train_settings
 from attnsvm.gd.train import TORCH_DTYPES, _check_checkpoints, _normalized_step, _zero_if_finite
 
 #: stream of the initializations of heads 2..H (head 1 is make_init's, so H = 1 is unchanged)
@@ -54,24 +55,33 @@ def head_inits(init: dict[str, np.ndarray], seed: int, heads: int, scheme: str) 
     return {k: np.stack(v) for k, v in out.items()}
 
 
+def _per_head(X: Tensor, Z: Tensor, H: int) -> tuple[Tensor, Tensor]:
+    """Tokens (S H, n, T, d) and queries (S H, n, d): every seed's data once per head."""
+    S = X.shape[0]
+    Xh = X.unsqueeze(1).expand(S, H, *X.shape[1:]).reshape(S * H, *X.shape[1:])
+    return Xh, Z.unsqueeze(1).expand(S, H, *Z.shape[1:]).reshape(S * H, *Z.shape[1:])
+
+
 def multi_loss_fn(
-    params: dict[str, Tensor], X: Tensor, Y: Tensor, Z: Tensor, v: Tensor, *, param: str,
-    ridge: float = RIDGE,
+    params: dict[str, Tensor], X: Tensor, Y: Tensor, Z: Tensor, v: Tensor,
+    settings: Settings | None = None, *, ridge: float = RIDGE, **fields,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
     """Per-seed loss (S,) and per-head softmax (S, H, n, T), differentiable by autograd.
 
-    ``params``: ``{"W": (S, H, d, d)}`` or ``{"K": (S, H, d, m), "Q": (S, H, d, m)}``. The
-    reference for :class:`MultiObjective` (docs/science.md §12).
+    ``params``: ``{"W": (S, H, d, d)}`` or ``{"K": (S, H, d, m), "Q": (S, H, d, m)}``;
+    ``settings`` / ``fields``: the training settings (``param``). The reference for
+    :class:`MultiObjective` (docs/science.md §12).
     """
+    o = train_settings(settings, **fields)
+    param = o.param
     check_choice("param", param, ("W", "KQ"))
     if param == "W":
         W = params["W"]
     else:
         W = params["K"] @ params["Q"].transpose(-1, -2)
     S, H = W.shape[:2]
-    Xh = X.unsqueeze(1).expand(S, H, *X.shape[1:]).reshape(S * H, *X.shape[1:])
-    Zh = Z.unsqueeze(1).expand(S, H, *Z.shape[1:]).reshape(S * H, *Z.shape[1:])
-    logits = attention_logits(Xh, W.reshape(S * H, *W.shape[2:]), Zh)
+    Xh, Zh = _per_head(X, Z, H)
+    logits = Attention(Xh, Zh, o).logits(W.reshape(S * H, *W.shape[2:]))
     r, s = attended_token(Xh, logits)  # (S H, n, d), (S H, n, T)
     r = r.view(S, H, *r.shape[1:]).sum(1) / H
     f = (r @ v.unsqueeze(-1)).squeeze(-1)
@@ -93,17 +103,18 @@ class MultiObjective:
     """
 
     def __init__(
-        self, X: Tensor, Y: Tensor, Z: Tensor, v: Tensor, *, heads: int, param: str,
-        ridge: float = RIDGE,
+        self, X: Tensor, Y: Tensor, Z: Tensor, v: Tensor, settings: Settings | None = None, *,
+        ridge: float = RIDGE, **fields,
     ) -> None:  # fmt: skip
-        check_choice("param", param, ("W", "KQ"))
+        o = train_settings(settings, **fields)
+        check_choice("param", o.param, ("W", "KQ"))
         S, n, T, d = X.shape
-        H = self.H = int(heads)
-        self.shape, self.param, self.ridge = (S, n, T, d), param, float(ridge)
-        self.X_rows = X.unsqueeze(1).expand(S, H, n, T, d).reshape(S * H * n, T, d)
+        H = self.H = int(o.heads)
+        self.shape, self.param, self.ridge = (S, n, T, d), o.param, float(ridge)
+        self.attention = Attention(*_per_head(X, Z, H), o)  # the heads as S H rows
         Xc = X.transpose(-1, -2).reshape(S, 1, n * d, T).expand(S, H, n * d, T)
         self.X_cols = Xc.reshape(S * H * n, d, T)
-        self.Z = Z.unsqueeze(1).expand(S, H, n, d).reshape(S * H, n, d)
+        self.Z = self.attention.Z
         self.negY = (-Y).unsqueeze(-1)  # (S, n, 1)
         self.negY_n = self.negY / n
         c = (X * v[:, None, None, :]).sum(-1)  # token scores c_it = v^T x_it (as Objective)
@@ -122,28 +133,21 @@ class MultiObjective:
         S, n, T, d = self.shape
         H = self.H
         W = self.combined(theta)
-        Wz = torch.bmm(self.Z, W.transpose(-1, -2))  # (S H, n, d)
-        logits = torch.bmm(self.X_rows, Wz.view(S * H * n, d, 1)).view(S, H, n, T)
-        top, a = logits.max(dim=-1, keepdim=True)
-        z = logits.sub_(top)
-        s = z.sub_(torch.exp(z).sum(-1, keepdim=True).log_()).exp_()
+        a, ls = self.attention.log_softmax(W)  # (S H, n, 1), (S H, n, T)
+        a, s = a.view(S, H, n, 1), ls.exp_().view(S, H, n, T)
         ca = self.c.gather(-1, a)
         e = self.c - ca
         sse = (s * e).sum(-1, keepdim=True)
         fh = ca.add_(sse)  # (S, H, n, 1): v^T r_ih
         f = fh.sum(1).div_(H)  # (S, n, 1)
         m = torch.mul(self.negY, f, out=f)
-        lo, hi = torch.clamp_max(m, 0.0), torch.clamp_min(m, 0.0)
-        em = torch.sub(lo, hi).exp_()
-        sp = torch.log1p(em)
-        loss = torch.add(hi, sp, out=sp).sum((-2, -1)).div_(n)
+        loss, sig = logistic(m, n, grad)
         if self.param == "KQ":
             sq = (theta * theta).sum((-2, -1))  # (2, S) over the stacked heads
             loss += self.ridge * (sq[0] + sq[1])
         Wh = W.view(S, H, d, d)
         if not grad:
             return loss, s, Wh, None
-        sig = lo.exp_().div_(em.add_(1.0))
         g = torch.mul(self.negY_n, sig, out=sig).div_(H).unsqueeze(1)  # dL/df_ih, (S,1,n,1)
         dl = e.sub_(sse).mul_(s * g)  # (S, H, n, T)
         P = torch.bmm(self.X_cols, dl.view(S * H * n, T, 1)).view(S * H, n, d)
@@ -183,27 +187,31 @@ def pack_heads(init: dict[str, np.ndarray], param: str) -> np.ndarray:
 
 
 def train_multihead(
-    X: np.ndarray, Y: np.ndarray, Z: np.ndarray, v: np.ndarray, init: dict[str, np.ndarray], *,
-    param: str, optimizer: str, lr: float, iterations: int, checkpoints: Sequence[int],
-    dtype: str = "float64", device: str = "auto", eps: float | None = None, ridge: float = RIDGE,
+    X: np.ndarray, Y: np.ndarray, Z: np.ndarray, v: np.ndarray, init: dict[str, np.ndarray],
+    settings: Settings | None = None, *, device: str = "auto", eps: float | None = None,
+    ridge: float = RIDGE, **fields,
 ) -> MultiTrainResult:  # fmt: skip
     """Full-batch GD on S seeds of the H-head model (docs/science.md §12, §3).
 
-    ``init``: ``{"W": (S, H, d, d)}`` or ``{"K", "Q": (S, H, d, m)}``. Each step moves the
-    stacked parameter by ``lr G / (||G||_F + eps)`` (normalized; K and Q stacks separately) or
-    ``lr G`` (plain). A seed whose loss or step becomes non-finite at step k keeps its
-    parameters of step k (``nonfinite_iteration = k``). With H = 1 the trajectory is
-    :func:`attnsvm.gd.train.train_batch`'s, bit for bit.
+    ``init``: ``{"W": (S, H, d, d)}`` or ``{"K", "Q": (S, H, d, m)}`` (H heads; the settings'
+    ``heads`` follows it). ``settings`` / ``fields``: the training settings as for
+    :func:`attnsvm.gd.train.train_batch` (param, optimizer, lr, iterations, checkpoints,
+    dtype). Each step moves the stacked parameter by ``lr G / (||G||_F + eps)`` (normalized; K
+    and Q stacks separately) or ``lr G`` (plain). A seed whose loss or step becomes non-finite
+    at step k keeps its parameters of step k (``nonfinite_iteration = k``). With H = 1 the
+    trajectory is :func:`attnsvm.gd.train.train_batch`'s, bit for bit.
     """
+    o = train_settings(settings, **fields)
+    param, optimizer, lr, iterations = o.param, o.optimizer, o.lr, o.iterations
     check_choice("optimizer", optimizer, ("normalized", "plain"))
-    ks = _check_checkpoints(checkpoints, iterations)
+    ks = _check_checkpoints(o.checkpoints, iterations)
     t0 = time.perf_counter()
-    dev, tdt = resolve_device(device), TORCH_DTYPES[dtype]
+    dev, tdt = resolve_device(device), TORCH_DTYPES[o.dtype]
     eps = float(torch.finfo(tdt).tiny) if eps is None else float(eps)
     H = init["W" if param == "W" else "K"].shape[1]
     Xt, Yt, Zt, vt = (to_device(a, dev, tdt) for a in (X, Y, Z, v))
     theta = to_device(pack_heads(init, param), dev, tdt)
-    obj = MultiObjective(Xt, Yt, Zt, vt, heads=H, param=param, ridge=ridge)
+    obj = MultiObjective(Xt, Yt, Zt, vt, o.replace(heads=H), ridge=ridge)
     S, n, T, d = X.shape
     slot = {k: c for c, k in enumerate(ks)}
     f64 = torch.float64

@@ -1,7 +1,12 @@
-"""What the Snakemake workflow needs from a config: experiments, blocks, paths, estimates.
+"""What the Snakemake workflow needs from a config: the one validation, blocks, paths, estimates.
 
-Every output path of the workflow is defined once, in :mod:`attnsvm.sweep.paths`; the rules,
-the plan and the ``attnsvm status`` command all use it.
+:func:`parse_config` is the one validation of a sweep config: the workflow
+(``workflow/rules/common.smk``), ``attnsvm check-config`` and ``attnsvm status`` all call it.
+It checks the config against the models generated from the field registry
+(:mod:`attnsvm.config`) and the figure names against the figure registry
+(:mod:`attnsvm.report.figures`): this module is where the workflow's registries meet, above
+the packages that define them. Every output path of the workflow is defined once, in
+:mod:`attnsvm.sweep.paths`; the rules, the plan and the ``attnsvm status`` command all use it.
 """
 
 from __future__ import annotations
@@ -12,11 +17,41 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from attnsvm.config.grid import PAPER_FIGURES, Block, Experiment, parse_config
-from attnsvm.logs import stage
+from attnsvm.claims.spec import check_claims, claims_json
+from attnsvm.config import grid
+from attnsvm.config.cell import cells_digest
+from attnsvm.config.grid import Block, Experiment
+from attnsvm.report.figures import FIGURES, PAPER_FIGURES
+from attnsvm.sweep.integrity import StoreError, repair_blocks, verify_store
+from attnsvm.sweep.lock import (
+    ResultsInUseError,
+    lock_experiments,
+    unlock_experiments,
+)
 from attnsvm.sweep.paths import Paths
 
 log = logging.getLogger(__name__)
+
+
+def parse_config(config: Any) -> dict[str, Experiment]:
+    """The one validation of a sweep config (:func:`attnsvm.config.grid.parse_sweep` with the
+    figure registry's names, then every claim against what its experiment stores,
+    :func:`attnsvm.claims.spec.check_claims`): experiments whose cells and claims are all
+    valid, or one :class:`~attnsvm.config.errors.ConfigError` line naming the key, the value
+    and what is allowed."""
+    experiments = grid.parse_sweep(config, figures=FIGURES)
+    for exp in experiments.values():
+        check_claims(exp)
+    return experiments
+
+
+def parse_experiment(
+    name: str, raw: Any, default_block_size: int, mem_mb: int | None = None
+) -> Experiment:
+    """One experiment entry validated as :func:`parse_config` would (tests, benchmarks)."""
+    exp = grid.parse_experiment(name, raw, default_block_size, mem_mb, figures=FIGURES)
+    check_claims(exp)
+    return exp
 
 
 JOB_STARTUP_SECONDS = 3.0
@@ -47,8 +82,6 @@ class Plan:
     def block_digest(self, exp: str, block: str) -> str:
         """Digest of one block's cells: the job's params (a change reruns the job); the job
         builds the cells from the config (:func:`attnsvm.sweep.job.planned_block_job`)."""
-        from attnsvm.sweep.worker import cells_digest
-
         return cells_digest(self._blocks[exp][block].cells)
 
     def block_minutes(self, exp: str, block: str) -> int:
@@ -79,8 +112,6 @@ class Plan:
 
     def block_digests(self, exp: str) -> dict[str, str]:
         """``{block: digest of its cells}``: what a finished store of each block must hold."""
-        from attnsvm.sweep.worker import cells_digest
-
         return {name: cells_digest(b.cells) for name, b in self._blocks[exp].items()}
 
     def repair(self, dry_run: bool = False) -> list[str]:
@@ -93,8 +124,6 @@ class Plan:
         are rebuilt; Snakemake would not rerun collect otherwise). Returns the warnings,
         each naming a path; ``dry_run`` only reports.
         """
-        from attnsvm.sweep.integrity import StoreError, repair_blocks, verify_store
-
         out = []
         for exp in self.experiments:
             blocks_dir = Path(self.paths.blocks_dir(exp))
@@ -139,6 +168,10 @@ class Plan:
             },
         )  # key order kept: axis order defines block names and sweep dims
 
+    def claims_config(self, exp: str) -> str:
+        """The experiment's claims as canonical JSON (a change reruns only its claims job)."""
+        return claims_json(self.experiments[exp].claims)
+
     def estimated_seconds(self) -> float:
         """Predicted CPU seconds of every block of the plan (rough, see Block.predicted_seconds)."""
         return sum(
@@ -170,8 +203,12 @@ class Plan:
             )
         return out
 
+    #: the report's category of the claims page, first (categories are sorted by name)
+    CLAIMS_CATEGORY = "0. Claims"
+
     def report_category(self, exp: str) -> str:
-        """Report category of an experiment: the paper's E1-E6 first, then the others.
+        """Report category of an experiment: the paper's E1-E6 first, then the others (after
+        the claims, :attr:`CLAIMS_CATEGORY`).
 
         The report sorts categories by name, hence the leading numbers.
         """
@@ -180,15 +217,23 @@ class Plan:
             return "1. Paper experiments E1-E6"
         return "2. Beyond the paper"
 
+    def figure_pngs(self) -> dict[str, dict[str, str]]:
+        """``{experiment: {figure: its PNG}}``: where the report finds each figure."""
+        return {
+            name: {fig: self.paths.figure(name, fig, "png") for fig in exp.figures}
+            for name, exp in self.experiments.items()
+        }
+
     def figure_labels(self, exp: str, fig: str) -> dict[str, str]:
         """Labels of a figure in the report's result list."""
         title = f"figure {fig.upper()}" if fig in PAPER_FIGURES else f"figure {fig}"
         return {"result": title, "experiment": exp}
 
     def final_outputs(self) -> list[str]:
-        out = [self.paths.run_info()]
+        out = [self.paths.run_info(), self.paths.claims_rst(), self.paths.claims_page()]
         for name, exp in self.experiments.items():
             out += [self.paths.summary(name), self.paths.status_table(name)]
+            out += [self.paths.claims(name), self.paths.claims_table(name)]
             for fig in exp.figures:
                 out += [self.paths.figure(name, fig, "pdf"), self.paths.figure(name, fig, "png")]
         return out
@@ -199,60 +244,14 @@ def lock_results(plan: Plan) -> None:
 
     Another live workflow on one of them ends this one with its message and no traceback.
     """
-    from attnsvm.sweep.lock import ResultsInUseError, lock_experiments
-
     try:
         lock_experiments(plan.results, plan.experiments)
     except ResultsInUseError as err:
-        from snakemake.exceptions import WorkflowError
+        from snakemake.exceptions import WorkflowError  # called inside Snakemake only
 
         raise WorkflowError(f"attnsvm: {err}") from None
 
 
 def unlock_results(plan: Plan) -> None:
     """Workflow end (success or error): release the locks this process took."""
-    from attnsvm.sweep.lock import unlock_experiments
-
     unlock_experiments(plan.results, plan.experiments)
-
-
-def experiment_from_json(text: str) -> Experiment:
-    """Rebuild an :class:`Experiment` from :meth:`Plan.experiment_config` JSON.
-
-    The JSON comes from a plan whose config was validated (:mod:`attnsvm.config.schema`), so
-    its cells are trusted, not validated again.
-    """
-    raw = json.loads(text)
-    return Experiment(
-        raw["name"],
-        raw["fixed"],
-        raw["grid"],
-        raw["seeds"],
-        raw["figures"],
-        raw["block_size"],
-        raw.get("description", ""),
-        raw.get("block_seconds", 0.0),
-        checked=True,
-    )
-
-
-def collect_experiment(
-    settings_json: str, block_stores: list[str], out: str, workers: int = 1
-) -> Path:
-    """Workflow entry point of the collect rule (:func:`attnsvm.sweep.collect.collect_sweep`)."""
-    from attnsvm.sweep.collect import collect_sweep
-    from attnsvm.sweep.integrity import clean_stale_partials
-    from attnsvm.sweep.store import write_atomic
-
-    clean_stale_partials(out)  # of a killed earlier attempt
-    exp = experiment_from_json(settings_json)
-    paths = {Path(p).name.removesuffix(".zarr"): p for p in block_stores}
-    unknown = sorted(set(paths) - {b.name for b in exp.blocks()})
-    if unknown:
-        raise ValueError(f"block stores not in the plan of {exp.name!r}: {unknown[:5]}")
-    with stage(log, "collect", experiment=exp.name, blocks=len(paths), workers=workers) as info:
-        sweep = collect_sweep(exp, paths, workers)
-        info["cells"] = exp.n_cells
-        info["MB"] = f"{sweep.nbytes / 1e6:.2f}"
-    with stage(log, "write", store=out):
-        return write_atomic(sweep, out, consolidated=True)

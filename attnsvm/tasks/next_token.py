@@ -1,5 +1,8 @@
-"""One shape group of NTP cells end to end (docs/science.md §8): data, priority graphs and
-SCCs, the NTP-SVM, W_fin, batched training and the metrics, as the sweep's CellResults."""
+"""Next-token prediction (docs/science.md §8): one shape group of ``task: ntp`` cells end to end.
+
+Data, priority graphs and their SCCs, the NTP-SVM, W_fin, batched training
+(:func:`attnsvm.ntp.train.train_ntp`) and the metrics, as the sweep's CellResults.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +17,12 @@ from attnsvm.gd.data import Dataset, make_init
 from attnsvm.ntp.data import NTPData, make_ntp_data
 from attnsvm.ntp.graph import PriorityGraphs, priority_graphs
 from attnsvm.ntp.svm import fin_basis, ntp_constraints, project, solve_ntp_svm
-from attnsvm.ntp.train import train_ntp
 from attnsvm.ntp.wfin import solve_wfin
-from attnsvm.sweep import metrics as M
+from attnsvm.tasks import Task
+from attnsvm.tasks import metrics as M
+from attnsvm.tasks.cache import SolveCache
+from attnsvm.tasks.measure import feasible_flag
+from attnsvm.tasks.result import CellResult, blank_result
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +95,12 @@ class _Prepared:
         self.seconds = time.perf_counter() - t0
 
 
-def run_ntp_group(cells: list[Cell], device: str = "auto") -> list:
+def run_ntp_group(
+    cells: list[Cell], device: str = "auto", cache: SolveCache | None = None, progress=False
+) -> list[CellResult]:
     """CellResults of a shape group of ``task: ntp`` cells (docs/science.md §8); a failure
-    in one cell is that cell's status and message, a failed training fails the group's cells."""
-    from attnsvm.sweep.compute import CellResult
-
+    in one cell is that cell's status and message, a failed training fails the group's cells.
+    (The NTP-SVMs are solved per cell: ``cache`` is not used.)"""
     c0, prepared, errors = cells[0], [], []
     for cell in cells:
         try:
@@ -112,16 +119,8 @@ def run_ntp_group(cells: list[Cell], device: str = "auto") -> list:
     results = []
     for i, cell in enumerate(cells):
         p = prepared[i]
-        C = len(cell.checkpoints())
-        n, T, d = cell.n, cell.T, cell.d
-        res = CellResult(
-            cell=cell, status="ok", message="",
-            data=_as_dataset(p.data) if p else Dataset(*_nan_data(n, T, d)),
-            iterations=np.asarray(cell.checkpoints(), np.int64),
-            W=np.full((C, d, d), np.nan), softmax=np.full((C, n, T), np.nan),
-            loss=np.full(C, np.nan), wnorm=np.full(C, np.nan),
-            alpha=np.zeros(n, np.int64), opt=np.zeros(n, np.int64),
-        )  # fmt: skip
+        data = _as_dataset(p.data) if p else Dataset(*_nan_data(cell.n, cell.T, cell.d))
+        res = blank_result(cell, data, len(cell.checkpoints()))
         if p is None or train_error or tr is None:
             res.status, res.message = "failed", errors[i] or f"training failed: {train_error}"
         else:
@@ -135,6 +134,8 @@ def _nan_data(n: int, T: int, d: int):
 
 
 def _train(c0: Cell, cells: list[Cell], prepared: list[_Prepared], device: str):
+    from attnsvm.ntp.train import train_ntp  # torch: only to train
+
     inits = [make_init(c) for c in cells]
     t0 = time.perf_counter()
     tr = train_ntp(
@@ -142,14 +143,21 @@ def _train(c0: Cell, cells: list[Cell], prepared: list[_Prepared], device: str):
         np.stack([p.data.Z for p in prepared]),
         np.stack([p.data.label_mask for p in prepared]),
         {k: np.stack([init[k] for init in inits]) for k in inits[0]},
-        c0.checkpoints(),
-        lr=c0.lr,
-        optimizer=c0.optimizer,
+        c0.settings("train"),
         device=device,
     )
     log.info("ntp train: %d seed(s) x %d step(s) in %.3f s", len(cells), c0.iterations,
              time.perf_counter() - t0)  # fmt: skip
     return tr
+
+
+#: the per-cell scalars of a next-token cell (:func:`graph_scalars`, :func:`_measure`)
+SCALARS = (
+    "ntp_graphs", "ntp_edges", "ntp_cyclic_sccs", "ntp_largest_scc", "ntp_cyclic_tokens",
+    "ntp_eq_rows", "ntp_ineq_rows", "ntp_acyclic", "corr_ntp_svm", "corr_ntp_pred", "fin_dist",
+    "fin_dist_rel", "scc_mass", *(f"{p}_{k}" for k in NTP_SVMS for p in ("objective", "feasible")),
+    "loss", "wnorm", "softmax_mass",
+)  # fmt: skip
 
 
 def _measure(res, p: _Prepared, tr, s: int) -> None:
@@ -175,7 +183,17 @@ def _measure(res, p: _Prepared, tr, s: int) -> None:
         sc[key] = float(curves[key][-1])
     for key, r in res.svms.items():
         sc[f"objective_{key}"] = r.objective if r.solved else np.nan
-        sc[f"feasible_{key}"] = 1.0 if r.solved else (0.0 if r.status == "infeasible" else np.nan)
+        sc[f"feasible_{key}"] = feasible_flag(r)
     sc["loss"], sc["wnorm"] = float(res.loss[-1]), float(res.wnorm[-1])
     sc["softmax_mass"] = float(curves["softmax_mass"][-1])
     res.timings["metrics"] = time.perf_counter() - t0
+
+
+TASK = Task(
+    name="next_token",
+    selects=lambda cell: cell.task == "ntp",
+    run_group=run_ntp_group,
+    svms=lambda cell: NTP_SVMS,
+    doc="next-token prediction with self-attention (docs/science.md 8)",
+    scalars=lambda cell: SCALARS,
+)

@@ -1,4 +1,5 @@
-"""Metrics of docs/science.md §5 (Metrics): correlation, rank, softmax mass, convergence type.
+"""Metrics of docs/science.md §5 (Metrics): correlation, rank, softmax mass, convergence type,
+and the convergence rates of a trajectory (§14).
 
 The convergence types are the code tables :data:`attnsvm.codes.CONVERGENCE` (the paper's rule,
 :func:`selection_type`) and :data:`attnsvm.codes.CONVERGENCE_STRICT` (:func:`convergence_type`).
@@ -6,7 +7,12 @@ The convergence types are the code tables :data:`attnsvm.codes.CONVERGENCE` (the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
+
+from attnsvm.variables import RATE_PARTS, RATES
 
 
 def corr(A: np.ndarray | None, B: np.ndarray | None) -> float:
@@ -114,3 +120,92 @@ def convergence_type(
     if close and locally_optimal:
         return "local"
     return "not-local"
+
+
+# ------------------------------------------------------------------ convergence rates (§14)
+#: checkpoints a rate fit needs in the tail window (docs/science.md §14)
+MIN_FIT_POINTS = 5
+#: confidence level of a rate's interval
+RATE_CONFIDENCE = 0.95
+#: values of 1 - corr at or below this are rounding, not convergence: a float64 correlation
+#: carries an error of a few 1e-16 (docs/science.md §14)
+CORR_GAP_FLOOR = 1e-12
+
+
+def tail_window(iterations: np.ndarray) -> np.ndarray:
+    """The tail of a trajectory: the checkpoints ``k >= sqrt(K)`` of the last one ``K`` (the
+    last half on a log scale; docs/science.md §14)."""
+    it = np.asarray(iterations, dtype=float)
+    return it >= np.sqrt(it.max()) if it.size else np.zeros(0, bool)
+
+
+def tail_points(iterations: Sequence[int]) -> int:
+    """How many of ``iterations`` lie in the tail window (:func:`tail_window`)."""
+    return int(tail_window(np.asarray(iterations)).sum())
+
+
+@dataclass(frozen=True)
+class RateFit:
+    """A fitted decay ``y(k) ~ C k^(-rate)`` over the tail (docs/science.md §14): ``rate`` with
+    its ``RATE_CONFIDENCE`` interval ``(lo, hi)``, the number of checkpoints used and the
+    first and last iteration of the fit (NaN when fewer than MIN_FIT_POINTS are usable)."""
+
+    rate: float
+    lo: float
+    hi: float
+    points: int
+    first: float
+    last: float
+
+    def scalars(self, name: str) -> dict[str, float]:
+        """``rate_<name>``, ``rate_<name>_lo`` ... as stored (:data:`RATE_PARTS`)."""
+        values = (self.rate, self.lo, self.hi, float(self.points), self.first, self.last)
+        return {f"rate_{name}{part}": v for part, v in zip(RATE_PARTS, values, strict=True)}
+
+
+def tail_rate(iterations: np.ndarray, values: np.ndarray, floor: float = 0.0) -> RateFit:
+    """Least-squares fit of ``log y = a - rate log k`` over the tail window (docs/science.md
+    §14; the rate of Vasudeva, Deora, Thrampoulidis, arXiv 2402.05738, measured).
+
+    Uses the checkpoints of :func:`tail_window` whose value is finite and above ``floor``
+    (and positive); the interval is the t interval of the slope
+    (:func:`scipy.stats.linregress`'s standard error, ``len - 2`` degrees of freedom).
+    """
+    from scipy import stats  # deferred: config checks import this module (claims), not fits
+
+    k = np.asarray(iterations, dtype=float)
+    y = np.asarray(values, dtype=float)
+    with np.errstate(invalid="ignore"):
+        use = tail_window(k) & np.isfinite(y) & (y > max(floor, 0.0)) & (k > 0)
+    n = int(use.sum())
+    if n < MIN_FIT_POINTS:
+        return RateFit(np.nan, np.nan, np.nan, n, np.nan, np.nan)
+    fit = stats.linregress(np.log(k[use]), np.log(y[use]))
+    half = float(stats.t.ppf(0.5 + RATE_CONFIDENCE / 2, n - 2)) * float(fit.stderr)
+    rate = -float(fit.slope)
+    return RateFit(rate, rate - half, rate + half, n, float(k[use][0]), float(k[use][-1]))
+
+
+def offselection_mass(softmax: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """``mean_i sum_{t != alpha_i} s_it`` at every checkpoint (``softmax``: (C, n, T)): summed
+    directly, not as ``1 - s_{i alpha_i}``, so that it stays exact far below 1e-16."""
+    s = np.asarray(softmax, dtype=float)
+    selected = np.arange(s.shape[-1]) == np.asarray(alpha)[:, None]  # (n, T)
+    return np.where(selected, 0.0, s).sum(axis=-1).mean(axis=-1)
+
+
+def trajectory_rates(
+    iterations: np.ndarray, corr: np.ndarray, offmass: np.ndarray
+) -> dict[str, float]:
+    """The stored rate scalars of a trajectory (:data:`RATES`, :data:`RATE_PARTS`) from its
+    correlation with the SVM and its :func:`offselection_mass` at every checkpoint."""
+    with np.errstate(invalid="ignore"):
+        gap = 1.0 - np.asarray(corr, dtype=float)
+    out = tail_rate(iterations, gap, CORR_GAP_FLOOR).scalars("corr")
+    out.update(tail_rate(iterations, offmass).scalars("mass"))
+    return out
+
+
+def rate_scalars() -> tuple[str, ...]:
+    """The names of every stored rate scalar."""
+    return tuple(f"rate_{name}{part}" for name in RATES for part in RATE_PARTS)

@@ -2,7 +2,7 @@
 per-head initializations, batched stacked-GD training, each head's Att-SVM of its own selection,
 the stacked SVM and the convergence type of the combined model, as the sweep's CellResults.
 
-Cells with ``heads = 1`` are the single-head cells of :mod:`attnsvm.sweep.compute` (same
+Cells with ``heads = 1`` are the single-head cells of :mod:`attnsvm.tasks.single_head` (same
 digest, same values) and never come here.
 """
 
@@ -18,7 +18,11 @@ from attnsvm.config.cell import Cell
 from attnsvm.gd.data import Dataset, make_dataset, make_init, optimal_tokens, token_scores
 from attnsvm.svm import is_locally_optimal, solve_frobenius, solve_nuclear
 from attnsvm.svm.constraints import att_svm_constraints
-from attnsvm.sweep import metrics as M
+from attnsvm.tasks import Task
+from attnsvm.tasks import metrics as M
+from attnsvm.tasks.cache import SolveCache
+from attnsvm.tasks.measure import LINEAR_SVMS
+from attnsvm.tasks.result import CellResult, blank_result
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +58,11 @@ def agreement(alphas: np.ndarray) -> float:
     return float((alphas == alphas[:1]).all(axis=0).mean())
 
 
-def run_multihead_group(cells: list[Cell], device: str = "auto", cache=None) -> list:
+def run_multihead_group(
+    cells: list[Cell], device: str = "auto", cache: SolveCache | None = None, progress=False
+) -> list[CellResult]:
     """CellResults of a shape group of ``heads > 1`` cells (docs/science.md §12); a failed
     training fails the group's cells, a failure in one cell's metrics that cell only."""
-    from attnsvm.sweep.compute import CellResult, SolveCache
-
     cache = SolveCache() if cache is None else cache
     c0 = cells[0]
     datasets = [make_dataset(c) for c in cells]
@@ -67,16 +71,12 @@ def run_multihead_group(cells: list[Cell], device: str = "auto", cache=None) -> 
         tr = _train(cells, datasets, device)
     except Exception:  # recorded per cell, never swallowed
         error = traceback.format_exc(limit=3)
-    C, (n, T, d) = len(c0.checkpoints()), (c0.n, c0.T, c0.d)
+    C = len(c0.checkpoints())
     results = []
     for s, (cell, ds) in enumerate(zip(cells, datasets, strict=True)):
         opt = optimal_tokens(ds)
-        res = CellResult(
-            cell=cell, status="ok", message="", data=ds,
-            iterations=np.asarray(cell.checkpoints(), np.int64),
-            W=np.full((C, d, d), np.nan), softmax=np.full((C, n, T), np.nan),
-            loss=np.full(C, np.nan), wnorm=np.full(C, np.nan), alpha=opt.copy(), opt=opt,
-        )  # fmt: skip
+        res = blank_result(cell, ds, C)
+        res.alpha, res.opt = opt.copy(), opt
         if tr is None:
             res.status, res.message = "failed", f"training failed: {error}"
         else:
@@ -90,7 +90,7 @@ def run_multihead_group(cells: list[Cell], device: str = "auto", cache=None) -> 
 
 
 def _train(cells: list[Cell], datasets: list[Dataset], device: str):
-    from attnsvm.gd.multihead import head_inits, train_multihead
+    from attnsvm.gd.multihead_model import head_inits, train_multihead  # torch: only to train
 
     c0 = cells[0]
     inits = [head_inits(make_init(c), c.seed, c.heads, c.init) for c in cells]
@@ -98,8 +98,7 @@ def _train(cells: list[Cell], datasets: list[Dataset], device: str):
     tr = train_multihead(
         *(np.stack([getattr(ds, k) for ds in datasets]) for k in ("X", "Y", "Z", "v")),
         {k: np.stack([ini[k] for ini in inits]) for k in inits[0]},
-        param=c0.param, optimizer=c0.optimizer, lr=c0.lr, iterations=c0.iterations,
-        checkpoints=c0.checkpoints(), dtype=c0.dtype, device=device,
+        c0.settings("train"), device=device,
     )  # fmt: skip
     log.info("multihead train: %d seed(s) x %d step(s), H=%d, in %.3f s", len(cells),
              c0.iterations, c0.heads, time.perf_counter() - t0)  # fmt: skip
@@ -130,6 +129,14 @@ def _per_head(res, Wk: np.ndarray, sk: np.ndarray, cache) -> dict[str, np.ndarra
         out["head_svm_W"].append(svm.W if svm.solved else np.full((d, d), np.nan))
         out["head_curve_corr"].append(curve)
     return {k: np.asarray(v) for k, v in out.items()}
+
+
+#: the per-cell scalars of a multi-head cell (:func:`_measure`)
+SCALARS = (
+    "alpha_is_opt", "locally_optimal", "saturated", "corr_matching", "corr_converged",
+    "softmax_mass", "loss", "wnorm", "head_corr_min", "head_corr_mean", "head_agreement",
+    "head_global_share",
+)  # fmt: skip
 
 
 def _measure(res, tr, s: int, cache) -> None:
@@ -170,3 +177,13 @@ def _measure(res, tr, s: int, cache) -> None:
         correlation=sc["corr_matching"], threshold=cell.corr_threshold,
     )  # fmt: skip
     res.timings["metrics"] = time.perf_counter() - t0 - res.timings["solve"]
+
+
+TASK = Task(
+    name="multi_head",
+    selects=lambda cell: cell.task == "train" and cell.heads > 1,
+    run_group=run_multihead_group,
+    svms=lambda cell: LINEAR_SVMS,
+    doc="H attention heads averaged through the linear head (docs/science.md 12)",
+    scalars=lambda cell: SCALARS,
+)

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from attnsvm import codes
+from attnsvm import codes, status_cache
+from attnsvm.logs import job_start_time
+from attnsvm.status_cache import StatusPlan, StoreChecks, store_key
 from attnsvm.sweep.integrity import check_block
-from attnsvm.sweep.status_cache import StatusPlan, StoreChecks, store_key
 
 
 def _claim_state(claim: Path) -> str:
@@ -70,7 +71,7 @@ def _store_info(p: Path) -> tuple[float, dict[str, int], bool, tuple[float, floa
         got = json.loads(stored) if isinstance(stored, str) else dict(stored)
         counts = {s: int(got.get(s, 0)) for s in codes.CELL_STATUS}
     else:
-        import xarray as xr
+        import xarray as xr  # only for an old store without status counts in its manifest
 
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*snakemake_timestamp.*")
@@ -136,7 +137,7 @@ def _cached_check(
     verify: bool = False,
 ) -> tuple[str, str, tuple | None]:
     """:func:`_check_store`; the quick one is remembered in ``cache`` under the store's
-    :func:`~attnsvm.sweep.status_cache.store_key` and the planned ``digest``."""
+    :func:`~attnsvm.status_cache.store_key` and the planned ``digest``."""
     if verify:
         return _check_store(p, experiment, name, digest, verify=True)
     key = store_key(p) if cache is not None else None
@@ -165,7 +166,7 @@ def scan_experiment(
     every file too); the others are listed in ``blocks_unfinished`` (path, state: damaged /
     stale / foreign / retry, reason) and count as missing; entries that are no planned block
     are listed in ``ignored``. ``cache``: quick checks remembered between calls
-    (:mod:`attnsvm.sweep.status_cache`), updated in place; not used with ``verify``.
+    (:mod:`attnsvm.status_cache`), updated in place; not used with ``verify``.
     ``jobs`` holds ``{block: [start, end]}`` (Unix times) of the finished block jobs whose
     store records its job's start (:func:`estimate_remaining` turns them into a time left).
     """
@@ -253,7 +254,7 @@ def estimate_remaining(
     """Remaining wall time of a sweep, per experiment and overall, from measured job times.
 
     ``scans``: :func:`scan_experiment` per experiment; ``predicted``: the plan's relative
-    cost of every block (:meth:`attnsvm.sweep.plan.Plan.block_seconds`); ``pending_results``:
+    cost of every block (:meth:`attnsvm.plan.Plan.block_seconds`); ``pending_results``:
     collect / summarize / status / figure jobs not yet done per experiment; ``result_jobs``:
     (start, end) of the finished ones (their mean wall time replaces ``RESULT_JOB_SECONDS``).
 
@@ -341,8 +342,6 @@ def default_configfile() -> Path | None:
 
 def _result_job_times(plan: StatusPlan, exp: str) -> list[tuple[float, float]]:
     """(start, end) of the finished result jobs of ``exp``: log opened, output written."""
-    from attnsvm.logs import job_start_time
-
     out = []
     for log, output in plan.result_jobs[exp]:
         start = job_start_time(log)
@@ -357,8 +356,8 @@ def _result_job_times(plan: StatusPlan, exp: str) -> list[tuple[float, float]]:
 
 def _result_chain(plan: StatusPlan, exp: str) -> int:
     """Result jobs of ``exp`` still to run one after the other: 3 (collect pending), 2
-    (summarize pending), 1 (a status table or figure pending) or 0."""
-    jobs = plan.result_jobs[exp]  # collect, summarize, then status table and figures
+    (summarize pending), 1 (a status table, claims ledger or figure pending) or 0."""
+    jobs = plan.result_jobs[exp]  # collect, summarize, then status table, claims, figures
     pending = [not Path(output).exists() for _, output in jobs]
     if pending[0]:
         return 3
@@ -368,7 +367,7 @@ def _result_chain(plan: StatusPlan, exp: str) -> int:
 
 
 def _pending_results(plan: StatusPlan, exp: str) -> int:
-    """Result jobs of ``exp`` (collect, summarize, status table, figures) not yet done."""
+    """Result jobs of ``exp`` (collect, summarize, status table, claims, figures) not done."""
     return sum(not Path(output).exists() for _, output in plan.result_jobs[exp])
 
 
@@ -427,10 +426,8 @@ def sweep_status(
     the remaining wall time is estimated from the measured job times
     (:func:`estimate_remaining`), per experiment and overall (``None`` without a config).
     The plan and the quick checks of finished stores are cached between calls
-    (:mod:`attnsvm.sweep.status_cache`); ``verify`` checks every file of every store.
+    (:mod:`attnsvm.status_cache`); ``verify`` checks every file of every store.
     """
-    from attnsvm.sweep import status_cache
-
     if configfile is None and path is None:
         configfile = default_configfile()
     plan, cache, cache_path = None, None, None

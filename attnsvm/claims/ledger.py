@@ -1,0 +1,214 @@
+"""The claims ledger on disk: ``claims.json`` and the tidy ``claims.csv`` of an experiment.
+
+:func:`write_ledger` is the library function of the workflow's ``claims`` rule: it reads the
+experiment's sweep store (verified, :func:`attnsvm.sweep.integrity.load_verified`), evaluates
+its claims (:mod:`attnsvm.claims.evaluate`) and writes
+
+- ``claims.json``: ``{"format", "experiment", "versions", "counts", "claims": [entry, ...]}``,
+  one entry per claim with the claim as written, its verdict, estimate, interval and evidence
+  (docs/claims.md, "The ledger");
+- ``claims.csv``: one row per line of evidence (``level`` claim, pooled, point, group, step,
+  fit), every column a plain value, for ``pandas.read_csv``.
+
+Both are deterministic (no time stamps; the bootstrap is seeded): the same sweep and claims
+give the same files. :func:`text_table` is what ``attnsvm claims`` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy
+import scipy
+
+from attnsvm.atomic import write_text_atomic
+from attnsvm.claims.evaluate import EXCLUDED, evaluate_claims
+from attnsvm.claims.spec import claims_from_json
+from attnsvm.claims.stats import VERDICTS
+from attnsvm.config.claims import condition
+from attnsvm.provenance import ATTNSVM_VERSION
+from attnsvm.sweep.integrity import load_verified
+
+LEDGER_FORMAT = "attnsvm-claims-1"
+#: the columns of claims.csv, in order
+CSV_COLUMNS = (
+    "experiment", "claim", "kind", "claim_verdict", "level", "label", "verdict", "estimate",
+    "lo", "hi", "confidence", "method", "n_values", "n_cells", *EXCLUDED, "variable", "minus",
+    "aggregate", "test", "statement", "theory", "figure",
+)  # fmt: skip
+
+
+def _versions() -> dict[str, str]:
+    return {"attnsvm": ATTNSVM_VERSION, "scipy": scipy.__version__, "numpy": numpy.__version__}
+
+
+def counts(entries: Iterable[dict]) -> dict[str, int]:
+    """Claims per verdict."""
+    c = Counter(e["verdict"] for e in entries)
+    return {v: c.get(v, 0) for v in VERDICTS}
+
+
+def ledger(entries: list[dict], experiment: str) -> dict[str, Any]:
+    """The ``claims.json`` document of an experiment's evaluated claims."""
+    return {
+        "format": LEDGER_FORMAT,
+        "experiment": experiment,
+        "versions": _versions(),
+        "counts": counts(entries),
+        "claims": entries,
+    }
+
+
+def evaluate_store(
+    sweep_path: str | os.PathLike, claims: Sequence[Any], experiment: str
+) -> list[dict]:
+    """The ledger entries of ``claims`` (models) on the sweep store at ``sweep_path``
+    (verified first: :class:`~attnsvm.sweep.integrity.StoreError` names a damaged store)."""
+    return evaluate_claims(load_verified(sweep_path), claims, experiment) if claims else []
+
+
+def write_ledger(
+    sweep_path: str | os.PathLike,
+    claims: str,
+    experiment: str,
+    out_json: str | os.PathLike,
+    out_csv: str | os.PathLike,
+) -> dict[str, Any]:
+    """Evaluate the claims (``claims``: :func:`attnsvm.claims.spec.claims_json`) of
+    ``experiment`` on its sweep store and write ``claims.json`` and ``claims.csv`` atomically."""
+    entries = evaluate_store(sweep_path, claims_from_json(claims), experiment)
+    doc = ledger(entries, experiment)
+    write_text_atomic(out_json, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    write_text_atomic(out_csv, csv_text(entries))
+    return doc
+
+
+def read_ledger(path: str | os.PathLike) -> dict[str, Any]:
+    """A ``claims.json`` document (its ``format`` checked)."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    if doc.get("format") != LEDGER_FORMAT:
+        raise ValueError(f"{path}: not a claims ledger of format {LEDGER_FORMAT}")
+    return doc
+
+
+# --------------------------------------------------------------------------- words
+def fmt(x: float | None) -> str:
+    """A number for a table: 4 significant digits, "nan" for a missing one."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "nan"
+    return f"{x:.4g}"
+
+
+def test_text(entry: dict) -> str:
+    """What the claim predicts, in symbols: ``>= 0.99``, ``in [0.5, 1]``, ``each step up``."""
+    if entry["kind"] == "monotone":
+        way = "up" if entry["direction"] == "increasing" else "down"
+        tol = f" (dips <= {fmt(entry['tolerance'])})" if entry["tolerance"] else ""
+        return f"each step along {entry['along']} {way}{tol}"
+    op, t = entry["op"], entry["threshold"]
+    test = f"in [{fmt(t[0])}, {fmt(t[1])}]" if op == "between" else f"{op} {fmt(t)}"
+    return f"slope {test}" if entry["kind"] == "slope" else test
+
+
+def quantity_text(entry: dict) -> str:
+    """``mean of corr_fro_alpha - corr_nuc_alpha``: what is estimated."""
+    var = entry["variable"]
+    minus = entry.get("minus")
+    if isinstance(minus, list):
+        var += f" - max({', '.join(minus)})"
+    elif minus:
+        var += f" - {minus}"
+    agg = entry["aggregate"]
+    if agg == "quantile":
+        agg = f"{fmt(entry['q'])} quantile"
+    if agg == "share":
+        op, operand = condition(entry["per_seed"])
+        return f"share of {var} {op} {operand}"
+    return f"{agg} of {var}"
+
+
+def left_out_text(excluded: dict[str, int]) -> str:
+    """``2 failed, 1 no_value`` or ``none``."""
+    parts = [f"{n} {k}" for k, n in excluded.items() if n]
+    return ", ".join(parts) or "none"
+
+
+def evidence_text(entry: dict) -> str:
+    """One line of evidence: estimate, interval, test, what it was decided on, cells used."""
+    lo, hi = entry["interval"]
+    conf = entry["interval_confidence"]
+    if lo is None or hi is None:
+        iv = f"(no interval: {entry['method']})"
+    else:
+        iv = f"[{fmt(lo)}, {fmt(hi)}] ({conf:.3g}, {entry['method']})"
+    what = quantity_text(entry)
+    if entry["kind"] == "monotone":
+        what = f"step of the {what} along {entry['decided_by']}"
+    elif entry["kind"] == "slope":
+        what = f"{entry['decided_by']} of the {what}"
+    elif entry["decided_by"] != "pooled":
+        what += f" at {entry['decided_by']}"
+    return (
+        f"{what} = {fmt(entry['estimate'])} {iv}; predicted "
+        f"{test_text(entry)}; {entry['n_values']} values of {entry['n_cells']} cells at "
+        f"{entry['n_points']} grid point(s), left out: {left_out_text(entry['excluded'])}"
+    )
+
+
+# --------------------------------------------------------------------------- tables
+def csv_rows(entries: Sequence[dict]) -> list[dict[str, Any]]:
+    """The tidy rows of :data:`CSV_COLUMNS`: one ``claim`` row per claim (its verdict and
+    headline), then one per line of its evidence."""
+    out = []
+    for e in entries:
+        common = {
+            "experiment": e["experiment"], "claim": e["name"], "kind": e["kind"],
+            "claim_verdict": e["verdict"], "variable": e["variable"],
+            "minus": json.dumps(e["minus"]) if isinstance(e["minus"], list) else e["minus"],
+            "aggregate": e["aggregate"], "test": test_text(e), "statement": e["statement"],
+            "theory": e["theory"], "figure": e["figure"],
+        }  # fmt: skip
+        head = {
+            "level": "claim", "label": e["decided_by"], "verdict": e["verdict"],
+            "estimate": e["estimate"], "lo": e["interval"][0], "hi": e["interval"][1],
+            "confidence": e["interval_confidence"], "method": e["method"],
+            "n_values": e["n_values"], "n_cells": e["n_cells"], **e["excluded"],
+        }  # fmt: skip
+        out.append({**common, **head})
+        for r in e["rows"]:
+            row = {
+                "level": r["level"], "label": r["label"], "verdict": r["verdict"],
+                "estimate": r["estimate"], "lo": r["interval"][0], "hi": r["interval"][1],
+                "confidence": r["confidence"], "method": r["method"],
+                "n_values": r["n_values"], "n_cells": r["n_cells"], **r["excluded"],
+            }  # fmt: skip
+            out.append({**common, **row})
+    return [{k: row.get(k) for k in CSV_COLUMNS} for row in out]
+
+
+def csv_text(entries: Sequence[dict]) -> str:
+    """``claims.csv``: :func:`csv_rows` as CSV (a header line even without claims)."""
+    import pandas as pd  # the ledger's writer only
+
+    frame = pd.DataFrame(csv_rows(entries), columns=list(CSV_COLUMNS))
+    return frame.to_csv(index=False, lineterminator="\n")
+
+
+def text_table(entries: Sequence[dict]) -> str:
+    """The claims as a plain-text table (``attnsvm claims``): verdict, claim, evidence."""
+    lines = []
+    for e in entries:
+        lines.append(f"{e['verdict']:<12} {e['experiment']}/{e['name']}: {e['statement']}")
+        lines.append(f"{'':<12} {evidence_text(e)}")
+        where = [r for r in e["rows"] if r["verdict"] in ("FAIL", "INCONCLUSIVE")]
+        if e["verdict"] != "PASS" and len(e["rows"]) > 1 and where:
+            shown = ", ".join(f"{r['label']}: {r['verdict']}" for r in where[:6])
+            more = f" (+{len(where) - 6} more)" if len(where) > 6 else ""
+            lines.append(f"{'':<12} where: {shown}{more}")
+    return "\n".join(lines)

@@ -1,0 +1,292 @@
+"""The shape of a claim in a config: a theoretical prediction tested against a run (docs/claims.md).
+
+An experiment may list ``claims``. A claim names the theory behind it, the per-cell variable it
+is about, the cells (a subset of the grid, ``where``; optionally of the cells' outcomes,
+``given``), how the seeds are aggregated, and what the theory predicts: a level
+(``kind: level``, a comparator and a threshold), a monotone trend along an axis (``kind:
+monotone``) or a fitted slope or exponent along an axis (``kind: slope``). Its semantics
+(intervals, verdicts) are docs/science.md §13.
+
+This module describes the shape only: the pydantic models that :mod:`attnsvm.config.schema`
+puts into an experiment, and the words of a condition. Whether a claim's variable, axes and
+values exist in its experiment is checked from above, by :func:`attnsvm.plan.parse_config`
+(:mod:`attnsvm.claims.spec`), which knows what the experiment's cells store; the evaluation is
+:mod:`attnsvm.claims`. A new kind of claim is one more model here (listed in
+:data:`CLAIM_KINDS`) and its evaluation in :mod:`attnsvm.claims.evaluate` (docs/claims.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    WithJsonSchema,
+    model_validator,
+)
+
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+#: comparators of a claim's threshold: the estimate's interval against it (docs/science.md §13)
+COMPARATORS = (">=", ">", "<=", "<", "between")
+#: comparators of a condition on a value (``where``, ``given``, ``per_seed``)
+CONDITION_OPS = (">=", ">", "<=", "<", "==", "!=")
+#: how the per-seed values of the selected cells become one number
+AGGREGATES = ("mean", "median", "quantile", "share")
+#: the claims' default confidence level
+DEFAULT_CONFIDENCE = 0.95
+MAX_NAME_LENGTH = 60
+
+
+class _Problem(ValueError):
+    """A validator's message, complete but for where it happened."""
+
+
+def condition(value: Any) -> tuple[str, Any]:
+    """``(op, operand)`` of a condition: a value (``==``), a list of values (``in``) or a
+    mapping ``{op: value}`` with one comparator of :data:`CONDITION_OPS`."""
+    if isinstance(value, dict):
+        if len(value) != 1 or next(iter(value)) not in CONDITION_OPS:
+            raise _Problem(
+                f"a condition mapping must have one key among {', '.join(CONDITION_OPS)}, "
+                f"got {sorted(map(str, value))}"
+            )
+        ((op, operand),) = value.items()
+        if isinstance(operand, (dict, list)):
+            raise _Problem(
+                f"the operand of '{op}' must be one value, got a {type(operand).__name__}"
+            )
+        return op, operand
+    if isinstance(value, list):
+        if not value or any(isinstance(v, (dict, list)) for v in value):
+            raise _Problem("a condition list must hold one or more values")
+        return "in", value
+    return "==", value
+
+
+def holds(op: str, left: Any, right: Any) -> bool:
+    """Whether ``left op right`` (a value against a condition of :func:`condition`)."""
+    if op == "in":
+        return any(_equal(left, r) for r in right)
+    if op == "==":
+        return _equal(left, right)
+    if op == "!=":
+        return not _equal(left, right)
+    try:
+        return {">=": left >= right, ">": left > right, "<=": left <= right, "<": left < right}[op]
+    except TypeError:
+        return False
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b or (isinstance(a, bool) and isinstance(b, bool) and a == b)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return float(a) == float(b)
+    return str(a) == str(b)
+
+
+def _conditions(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise _Problem(f"must be a mapping of a key to a condition, got {type(value).__name__}")
+    for cond in value.values():
+        condition(cond)
+    return value
+
+
+def _name(value: Any) -> Any:
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > MAX_NAME_LENGTH
+        or not value.replace("_", "").replace("-", "").isalnum()
+        or not value.isascii()
+    ):
+        raise _Problem(
+            f"a claim name must be 1..{MAX_NAME_LENGTH} letters, digits, '_' or '-', got {value!r}"
+        )
+    return value
+
+
+def _variables(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return value
+    raise _Problem("'minus' must be a variable or a non-empty list of variables")
+
+
+_CONDITIONS_SCHEMA = {
+    "type": "object",
+    "additionalProperties": {
+        "oneOf": [
+            {"type": ["string", "number", "boolean"]},
+            {"type": "array", "minItems": 1},
+            {"type": "object", "minProperties": 1, "maxProperties": 1},
+        ]
+    },
+}
+Conditions = Annotated[Any, AfterValidator(_conditions), WithJsonSchema(_CONDITIONS_SCHEMA)]
+Condition = Annotated[
+    Any,
+    AfterValidator(lambda v: v if v is None else (condition(v), v)[1]),
+    WithJsonSchema(_CONDITIONS_SCHEMA["additionalProperties"]),
+]
+Number = Annotated[float, Field(strict=False, allow_inf_nan=False)]
+
+
+class _Claim(BaseModel):
+    """What every claim says (docs/claims.md)."""
+
+    model_config = _STRICT
+    name: Annotated[
+        Any,
+        AfterValidator(_name),
+        WithJsonSchema({"type": "string", "pattern": "^[A-Za-z0-9_-]+$"}),
+    ] = Field(description="unique within the experiment")
+    statement: str = Field(description="the prediction in words")
+    theory: str = Field(description="where it comes from: docs/science.md section and the paper")
+    note: str = Field("", description="why this threshold and tolerance (theory, stated margin)")
+    figure: str | None = Field(None, description="the experiment's figure that shows it")
+    variable: str = Field(description="a per-cell variable the experiment stores")
+    minus: Annotated[
+        Any,
+        AfterValidator(_variables),
+        WithJsonSchema(
+            {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+        ),
+    ] = Field(
+        None,
+        description="subtract this variable (or the largest of these) per cell: a difference",
+    )
+    where: Conditions = Field(
+        default_factory=dict, description="grid axis -> value, list of values or {op: value}"
+    )
+    given: Conditions = Field(
+        default_factory=dict,
+        description="per-cell variable -> condition: only the cells meeting it (others counted)",
+    )
+    aggregate: Literal[AGGREGATES] = Field(
+        "mean", description="over the seeds of the selected cells"
+    )
+    q: Annotated[float, Field(gt=0, lt=1, strict=False)] | None = Field(
+        None, description="the quantile of aggregate: quantile"
+    )
+    per_seed: Condition = Field(
+        None, description="aggregate share: the share of cells whose value meets this"
+    )
+    confidence: Annotated[float, Field(ge=0.5, lt=1, strict=False)] = Field(
+        DEFAULT_CONFIDENCE, description="confidence level of the intervals"
+    )
+
+    @model_validator(mode="after")
+    def _aggregate_needs(self) -> _Claim:
+        if (self.aggregate == "quantile") != (self.q is not None):
+            raise _Problem("'q' goes with aggregate: quantile, and only with it")
+        if (self.aggregate == "share") != (self.per_seed is not None):
+            raise _Problem("'per_seed' goes with aggregate: share, and only with it")
+        return self
+
+
+def _threshold(op: str, threshold: Any) -> None:
+    if op == "between":
+        if (
+            not isinstance(threshold, list)
+            or len(threshold) != 2
+            or not all(_finite(t) for t in threshold)
+            or not threshold[0] < threshold[1]
+        ):
+            raise _Problem("op 'between' needs threshold: [low, high] with low < high")
+    elif not _finite(threshold):
+        raise _Problem(f"op '{op}' needs a finite number as threshold, got {threshold!r}")
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+_THRESHOLD_SCHEMA = {
+    "oneOf": [{"type": "number"}, {"type": "array", "items": {"type": "number"}, "minItems": 2}]
+}
+
+
+class LevelClaim(_Claim):
+    """The aggregate meets a threshold, pooled over the selected cells (``scope: pooled``) or
+    at every grid point (``scope: every``)."""
+
+    kind: Literal["level"] = "level"
+    op: Literal[COMPARATORS]
+    threshold: Annotated[Any, WithJsonSchema(_THRESHOLD_SCHEMA)]
+    scope: Literal["pooled", "every"] = Field("pooled", description="which verdict counts")
+
+    @model_validator(mode="after")
+    def _check_threshold(self) -> LevelClaim:
+        _threshold(self.op, self.threshold)
+        return self
+
+
+class _Trend(_Claim):
+    along: str = Field(description="the grid axis of the trend")
+    order: list[Any] | None = Field(
+        None, description="axis values in the trend's order (default: the axis, sorted)"
+    )
+
+
+class MonotoneClaim(_Trend):
+    """The aggregate moves in one direction along an axis, each step at most ``tolerance``
+    against it."""
+
+    kind: Literal["monotone"]
+    direction: Literal["increasing", "decreasing"] = "increasing"
+    tolerance: Annotated[float, Field(ge=0, strict=False, allow_inf_nan=False)] = Field(
+        0.0, description="largest step against the direction that still counts as monotone"
+    )
+
+
+class SlopeClaim(_Trend):
+    """The slope of the aggregate against the axis (``x``, ``y``: ``log`` for an exponent)
+    meets a threshold."""
+
+    kind: Literal["slope"]
+    x: Literal["linear", "log"] = "linear"
+    y: Literal["linear", "log"] = "linear"
+    op: Literal[COMPARATORS]
+    threshold: Annotated[Any, WithJsonSchema(_THRESHOLD_SCHEMA)]
+
+    @model_validator(mode="after")
+    def _check_threshold(self) -> SlopeClaim:
+        _threshold(self.op, self.threshold)
+        return self
+
+
+#: every kind of claim and its model (docs/claims.md, "A new kind of claim")
+CLAIM_KINDS: dict[str, type[_Claim]] = {
+    "level": LevelClaim,
+    "monotone": MonotoneClaim,
+    "slope": SlopeClaim,
+}
+
+
+def _kind(value: Any) -> str | None:
+    """The tag of a claim: its ``kind`` (``level`` when left out)."""
+    if isinstance(value, dict):
+        kind = value.get("kind", "level")
+        return kind if isinstance(kind, str) else repr(kind)
+    return getattr(value, "kind", None)
+
+
+Claim = Annotated[
+    Annotated[LevelClaim, Tag("level")]
+    | Annotated[MonotoneClaim, Tag("monotone")]
+    | Annotated[SlopeClaim, Tag("slope")],
+    Discriminator(_kind),
+]
+"""One claim of an experiment (a :data:`CLAIM_KINDS` model, chosen by its ``kind``)."""
+
+ClaimModel = LevelClaim | MonotoneClaim | SlopeClaim

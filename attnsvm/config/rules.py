@@ -1,0 +1,140 @@
+"""The rules that tie cell fields together (docs/science.md §1-12): one function per field.
+
+Each rule belongs to the field whose value it restricts (its ``rule`` in the registry,
+:data:`attnsvm.config.fields.FIELDS`) and returns the message of the rule that a cell breaks,
+or None. :func:`attnsvm.config.fields.cross_field_problem` checks them in
+:data:`attnsvm.config.fields.RULE_ORDER`, on one cell per grid point before any job is planned.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attnsvm.images import REAL_GENERATORS
+
+#: checkpoint_count may exceed iterations up to this (the default; duplicates are dropped)
+FREE_CHECKPOINTS = 30
+
+
+def m_rule(c: Any) -> str | None:
+    if c.m is not None and c.m > c.d:
+        return f"m must be an integer in [1, d={c.d}] or null (m = d), got {c.m!r}"
+    return None
+
+
+def checkpoint_rule(c: Any) -> str | None:
+    if c.task != "regpath" and c.checkpoint_count > max(c.iterations, FREE_CHECKPOINTS):
+        return (
+            f"checkpoint_count must be at most iterations={c.iterations} (or "
+            f"{FREE_CHECKPOINTS}): one checkpoint per step, got {c.checkpoint_count!r}"
+        )
+    return None
+
+
+def generator_rule(c: Any) -> str | None:
+    if c.generator == "toy2d" and (c.n, c.T, c.d) != (2, 3, 2):
+        return f"generator 'toy2d' needs n=2, T=3, d=2, got n={c.n}, T={c.T}, d={c.d}"
+    if c.generator == "orthonormal" and c.d < c.T:
+        return f"generator 'orthonormal' needs d >= T, got d={c.d}, T={c.T}"
+    if c.generator in REAL_GENERATORS:
+        return real_problem(c)
+    return None
+
+
+def real_problem(c: Any) -> str | None:
+    """The first rule of the real-token generators (docs/science.md §9) that ``c`` breaks."""
+    if c.patch not in (2, 4):
+        return f"patch must be 2 or 4 (a patch side dividing 8), got {c.patch!r}"
+    if c.generator == "digits" and c.digit_pos == c.digit_neg:
+        return f"digit_pos and digit_neg must differ, got {c.digit_pos} and {c.digit_neg}"
+    if c.n < 2:
+        return f"generator {c.generator!r} needs n >= 2 (both labels), got n={c.n}"
+    from attnsvm.images import pool_size  # loads the bundled images: only for real tokens
+
+    pos, neg = pool_size(c.generator, c.digit_pos, c.digit_neg)
+    if (c.n + 1) // 2 > pos or c.n // 2 > neg:
+        return (
+            f"generator {c.generator!r} has {pos} examples of label +1 and {neg} of label -1: "
+            f"n must be at most {2 * min(pos, neg) + (pos > neg)}, got n={c.n}"
+        )
+    return None
+
+
+def radius_rule(c: Any) -> str | None:
+    if c.radius_max <= c.radius_min:
+        return f"radius_max must exceed radius_min, got {c.radius_min!r} and {c.radius_max!r}"
+    return None
+
+
+def task_rule(c: Any) -> str | None:
+    if c.task == "regpath" and not (c.train and c.head == "linear"):
+        return "task 'regpath' needs train: true and head 'linear'"
+    return ntp_problem(c)
+
+
+def ntp_problem(c: Any) -> str | None:
+    """The rules of ``task: ntp`` (docs/science.md §8), or None."""
+    ntp_gen = c.generator.startswith("ntp_")
+    if (c.task == "ntp") != ntp_gen:
+        return (
+            f"task 'ntp' and the generators ntp_acyclic, ntp_cyclic, ntp_text go together, "
+            f"got task {c.task!r} with generator {c.generator!r}"
+        )
+    if c.task != "ntp":
+        return None
+    if (c.head, c.attention) != ("linear", "cross"):
+        return (
+            "task 'ntp' keeps head 'linear' and attention 'cross' (unused), "
+            f"got {c.head!r}, {c.attention!r}"
+        )
+    if c.generator != "ntp_text" and c.T > c.K:
+        return (
+            f"generator {c.generator!r} draws T distinct tokens: needs T <= K, got T={c.T}, K={c.K}"
+        )
+    if not c.train:
+        return "task 'ntp' needs train: true"
+    if c.norm_svms:
+        return "norm_svms is for task 'train' (docs/science.md 10), not task 'ntp'"
+    return None
+
+
+def train_head_rule(c: Any) -> str | None:
+    if c.train_head and not (c.train and c.task == "train" and c.head == "linear"):
+        return "train_head needs train: true, task 'train' and head 'linear' (docs/science.md 11)"
+    return None
+
+
+def attention_rule(c: Any) -> str | None:
+    if c.attention in ("sequence", "causal") and c.head != "linear":
+        return f"attention {c.attention!r} needs head 'linear', got {c.head!r}"
+    return None
+
+
+def heads_rule(c: Any) -> str | None:
+    if c.heads > 1 and (c.task, c.head, c.train) != ("train", "linear", True):
+        return "heads > 1 needs task 'train', head 'linear' and train: true (docs/science.md 12)"
+    if c.heads > 1 and c.attention not in ("cross", "self"):
+        return f"heads > 1 needs attention 'cross' or 'self', got {c.attention!r}"
+    return None
+
+
+def head_rule(c: Any) -> str | None:
+    if c.head == "relu" and c.generator != "relu":
+        return f"head 'relu' needs generator 'relu' (it draws V), got {c.generator!r}"
+    return None
+
+
+def optimizer_rule(c: Any) -> str | None:
+    polyak_ok = (
+        c.task == "train"
+        and c.head == "linear"
+        and c.attention in ("cross", "self")
+        and c.heads == 1
+        and not c.train_head
+    )
+    if c.optimizer == "polyak" and not polyak_ok:
+        return (
+            "optimizer 'polyak' needs task 'train', head 'linear', attention 'cross' or 'self', "
+            "one attention head and a fixed head (its loss floor, docs/science.md 10)"
+        )
+    return None

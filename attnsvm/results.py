@@ -1,0 +1,236 @@
+"""A whole run as one object: :func:`open_results` returns an ``xarray.DataTree``.
+
+One node per experiment of the results directory (``results/<experiment>/``, the layout of
+:mod:`attnsvm.sweep.paths`), each with up to three children:
+
+- ``sweep``: ``sweep.zarr`` (docs/store.md, "Sweep store"), opened lazily: nothing is read
+  until a value is used, and then only the chunks it lies in;
+- ``summary``: ``summary.nc`` (docs/store.md, "Summary"), read into memory as a file image
+  and decoded lazily (no file handle stays open);
+- ``claims``: the claims ledger of the experiment, one row per claim along dimension
+  ``claim``, read from its tidy table ``claims.csv`` or, without one, from ``claims.json``
+  (where a run wrote them).
+
+The root's attributes hold the run's provenance, computed from what every block job recorded
+(the ``blocks`` attribute of each sweep store): the attnsvm versions and git commits that
+computed the results, the package versions, devices and the first start and last finish of
+the block jobs, and the text of ``run_info.rst`` (versions, cell counts and the
+configuration). ``attnsvm open [RESULTS]`` prints :func:`outline` of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import xarray as xr
+
+from attnsvm import provenance
+from attnsvm.sweep.integrity import verify_store
+from attnsvm.sweep.paths import LAYOUT, Paths
+
+__all__ = ["ResultsError", "open_results", "outline"]
+
+#: what an experiment node may hold: child name -> path name in :data:`LAYOUT`
+PARTS = {"sweep": "sweep", "summary": "summary"}
+
+
+class ResultsError(Exception):
+    """The results directory cannot be opened (it is missing, or holds no experiment)."""
+
+
+def _experiments(paths: Paths) -> list[str]:
+    """Names of the experiments in the results directory: every visible directory that holds
+    a sweep, a summary or block stores, in natural order (e2 before e10)."""
+    root = Path(paths.results)
+    marks = ("sweep", "summary", "blocks_dir")
+    names = [
+        d.name
+        for d in root.iterdir()
+        if d.is_dir()
+        and not d.name.startswith(".")
+        and any(Path(paths.get(m, experiment=d.name)).exists() for m in marks)
+    ]
+    return sorted(
+        names,
+        key=lambda name: [
+            (int(t), "") if t.isdigit() else (-1, t) for t in re.split(r"(\d+)", name)
+        ],
+    )
+
+
+def _records_frame(doc: Any) -> pd.DataFrame:
+    """A claims document (a list of records, or a mapping with a ``claims`` list) as one flat
+    row per claim; nested values are flattened to ``a_b`` columns, lists kept as JSON text."""
+    records = doc.get("claims", doc) if isinstance(doc, dict) else doc
+    if isinstance(records, dict):  # {claim name: record}
+        records = [{"claim": name, **rec} for name, rec in records.items()]
+    frame = pd.json_normalize(records, sep="_")
+    nested = [c for c in frame.columns if frame[c].map(_is_nested).any()]
+    for col in nested:
+        frame[col] = frame[col].map(lambda v: json.dumps(v) if _is_nested(v) else v)
+    return frame
+
+
+def _is_nested(value: Any) -> bool:
+    return isinstance(value, list | dict)
+
+
+def _claims(paths: Paths, exp: str) -> xr.Dataset | None:
+    """The experiment's claims along dimension ``claim`` (None when the run wrote none)."""
+    table = Path(paths.get("claims_table", experiment=exp))
+    ledger = Path(paths.get("claims", experiment=exp))
+    if table.is_file():
+        frame, source = pd.read_csv(table), table
+    elif ledger.is_file():
+        frame, source = _records_frame(json.loads(ledger.read_text())), ledger
+    else:
+        return None
+    ds = xr.Dataset.from_dataframe(frame.rename_axis("claim"))
+    ds.attrs["source"] = str(source)
+    if ledger.is_file():
+        ds.attrs["claims_json"] = ledger.read_text()  # the whole ledger, nothing dropped
+    return ds
+
+
+def _open_sweep(path: Path, verify: bool, chunks: Any) -> xr.Dataset:
+    # names and sizes of every file against the manifest (or every SHA-256 with verify);
+    # zarr checks each chunk's CRC-32C whenever it is read
+    verify_store(path, full=verify)
+    return xr.open_zarr(path, chunks=chunks)
+
+
+def _open_summary(path: Path, chunks: Any) -> xr.Dataset:
+    """The summary, decoded lazily from an image of the file in memory.
+
+    The file is read once and closed: no handle stays open (a rerun's summarize can replace
+    the file), and netCDF-C / HDF5 cannot trip over the same file opened and closed several
+    times in one process, which here ends in "NetCDF: HDF error" or a crash
+    (tests/test_results.py). A summary holds statistics per grid point: small next to its
+    sweep, which stays on disk.
+    """
+    import netCDF4  # xarray's own netCDF backend library; only the summary needs it
+
+    image = netCDF4.Dataset(path.name, mode="r", memory=path.read_bytes())
+    return xr.open_dataset(xr.backends.NetCDF4DataStore(image), chunks=chunks)
+
+
+def _run_provenance(sweeps: dict[str, xr.Dataset], results: Path) -> dict[str, Any]:
+    """Root attributes: who computed the run, with what, when (from every block's record)."""
+    blocks: dict[str, dict[str, Any]] = {}
+    for name, ds in sweeps.items():
+        for block, info in json.loads(ds.attrs.get("blocks", "{}")).items():
+            blocks[f"{name}/{block}"] = info
+    versions: dict[str, set[str]] = {}
+    devices: set[str] = set()
+    for info in blocks.values():
+        for package, version in (info.get("versions") or {}).items():
+            versions.setdefault(package, set()).add(str(version))
+        device = info.get("device") or []
+        devices.update([device] if isinstance(device, str) else device)
+    started = sorted(str(i["started"]) for i in blocks.values() if i.get("started"))
+    finished = sorted(str(i["finished"]) for i in blocks.values() if i.get("finished"))
+    computed = sorted(provenance.computed_by(blocks).items())
+    run_info = results / LAYOUT["run_info"]
+    return {
+        "title": f"attnsvm results in {results}",
+        "results": str(results),
+        "experiments": sorted(sweeps),
+        "computed_by": [f"{what}: {k} block{'s' * (k != 1)}" for what, k in computed],
+        "attnsvm_versions": sorted(versions.get("attnsvm", set())),
+        "git_commits": sorted({str(i.get("git_commit") or "unknown") for i in blocks.values()}),
+        "versions": json.dumps({p: sorted(v) for p, v in sorted(versions.items())}),
+        "devices": sorted(devices),
+        "blocks": len(blocks),
+        "started": started[0] if started else "",
+        "finished": finished[-1] if finished else "",
+        "run_info": run_info.read_text() if run_info.is_file() else "",
+        "opened_by": f"attnsvm {provenance.ATTNSVM_VERSION}",
+    }
+
+
+def open_results(
+    results: str | os.PathLike = "results", *, verify: bool = False, chunks: Any = None
+) -> xr.DataTree:
+    """Every experiment of a run as one ``xarray.DataTree`` (docs/store.md).
+
+    ``tree["e2_local/sweep"]`` is the experiment's sweep store, ``tree["e2_local/summary"]``
+    its summary, ``tree["e2_local/claims"]`` its claims where the run wrote them; an
+    experiment node's attributes are its sweep's (without the per-block provenance) and name
+    the parts it lacks in ``absent`` (a run still under way); the root's attributes are the
+    run's provenance. Stores are opened lazily, chunked as stored: ``chunks=None`` (default)
+    reads a variable's chunks when it is used; ``chunks={}`` gives dask arrays with the
+    stored chunks (needs dask). The summary file is read once into memory and its variables
+    decoded when used. Before it is opened, each sweep store's files are checked
+    against its manifest by name and size (``verify=True``: by SHA-256, every byte read), and
+    zarr checks every chunk's checksum when it is read; a damaged store raises
+    :class:`attnsvm.sweep.integrity.StoreError` naming it.
+    """
+    root = Path(results)
+    if not root.is_dir():
+        raise ResultsError(f"{root}: no such results directory (run snakemake first)")
+    paths = Paths(str(root))
+    names = _experiments(paths)
+    if not names:
+        raise ResultsError(f"{root}: no experiment (no sweep.zarr, summary.nc or blocks/)")
+    nodes: dict[str, xr.Dataset] = {}
+    sweeps: dict[str, xr.Dataset] = {}
+    for exp in names:
+        attrs: dict[str, Any] = {"experiment": exp, "path": paths.experiment(exp)}
+        absent = []
+        for child, layout_name in PARTS.items():
+            path = Path(paths.get(layout_name, experiment=exp))
+            if not path.exists():
+                absent.append(path.name)
+                continue
+            if child == "sweep":
+                ds = sweeps[exp] = _open_sweep(path, verify, chunks)
+                attrs.update({k: v for k, v in ds.attrs.items() if k != "blocks"})
+            else:
+                ds = _open_summary(path, chunks)
+            nodes[f"/{exp}/{child}"] = ds
+        claims = _claims(paths, exp)
+        if claims is not None:
+            nodes[f"/{exp}/claims"] = claims
+        attrs["absent"] = absent
+        nodes[f"/{exp}"] = xr.Dataset(attrs=attrs)
+    nodes["/"] = xr.Dataset(attrs=_run_provenance(sweeps, root))
+    return xr.DataTree.from_dict(nodes)
+
+
+def _dims(ds: xr.Dataset) -> str:
+    return ", ".join(f"{dim} {size}" for dim, size in ds.sizes.items())
+
+
+def outline(tree: xr.DataTree) -> str:
+    """A few lines per experiment: what the tree holds and how to reach it from Python."""
+    attrs = tree.attrs
+    lines = [f"{attrs['results']}: {len(tree.children)} experiments, {attrs['blocks']} blocks"]
+    lines += [f"  computed by {what}" for what in attrs["computed_by"]]
+    if attrs["started"]:
+        lines.append(f"  block jobs from {attrs['started']} to {attrs['finished']}")
+    for name, node in tree.children.items():
+        lines.append(f"{name}: {node.attrs.get('description', '')}".rstrip(": "))
+        if "status_counts" in node.attrs:
+            counts = json.loads(node.attrs["status_counts"])
+            lines.append("  cells: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+        for child, sub in node.children.items():
+            ds = sub.to_dataset()
+            if child == "claims":
+                verdicts = Counter(ds["verdict"].values) if "verdict" in ds else {}
+                text = ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
+                lines.append(f"  claims: {ds.sizes['claim']}" + (f" ({text})" if text else ""))
+            else:
+                lines.append(f"  {child}: {len(ds.data_vars)} variables over {_dims(ds)}")
+        lines += [f"  {missing}: not written yet" for missing in node.attrs["absent"]]
+    lines += [
+        "",
+        "In Python: tree = attnsvm.open_results("
+        f"{attrs['results']!r}); tree['<experiment>/sweep'], tree['<experiment>/summary']",
+    ]
+    return "\n".join(lines)

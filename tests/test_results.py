@@ -1,0 +1,214 @@
+"""A whole run as one xarray.DataTree: attnsvm.open_results and ``attnsvm open``.
+
+The run is two experiments of the .test config (the default sweep shrunk) through the real
+pipeline (block stores, collect, summary, run info) without Snakemake; the slow end-to-end
+test of tests/test_workflow.py opens the default sweep itself.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+import zarr
+
+import attnsvm
+from attnsvm import provenance
+from attnsvm.results import ResultsError, outline
+from attnsvm.sweep.integrity import StoreError
+from attnsvm.sweep.paths import Paths
+from tests.workflow_helpers import tiny_results
+
+EXPERIMENTS = ("e2_local", "e3_rank")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A results directory as the workflow writes it, for two experiments of .test."""
+    return tiny_results(tmp_path_factory.mktemp("run") / "results", *EXPERIMENTS)
+
+
+def copy_of(run, tmp_path):
+    return shutil.copytree(run, tmp_path / "results")
+
+
+def test_one_node_per_experiment_with_its_sweep_and_summary(run):
+    tree = attnsvm.open_results(run)
+    assert isinstance(tree, xr.DataTree)
+    assert sorted(tree.children) == sorted(EXPERIMENTS)
+    paths = Paths(str(run))
+    for name in EXPERIMENTS:
+        node = tree[name]
+        assert sorted(node.children) == ["summary", "sweep"] and node.attrs["absent"] == []
+        sweep, summary = node["sweep"].to_dataset(), node["summary"].to_dataset()
+        with xr.open_zarr(paths.sweep(name)) as want:
+            xr.testing.assert_identical(sweep.load(), want.load())
+        with xr.open_dataset(paths.summary(name)) as want:
+            xr.testing.assert_identical(summary.load(), want.load())
+        assert node.attrs["experiment"] == name
+        assert node.attrs["n_cells"] == sweep["status"].size  # the sweep's own attributes
+        assert "blocks" not in node.attrs  # the per-block provenance went to the root
+    # a notebook's first look: the summary's mean is the sweep's, over the seeds that are ok
+    sweep = tree["e2_local/sweep"]
+    ok = sweep["corr_fro_alpha"].where(sweep["status"] == 0).sel(param="W")
+    mean = tree["e2_local/summary"]["corr_fro_alpha_mean"].sel(param="W")
+    np.testing.assert_allclose(float(mean), float(ok.mean("seed")), rtol=1e-12)
+
+
+def test_stores_are_lazy_until_a_value_is_used(run):
+    tree = attnsvm.open_results(run)
+    for part in ("sweep", "summary"):
+        ds = tree[f"e2_local/{part}"].to_dataset()
+        lazy = [n for n, v in ds.data_vars.items() if not v.variable._in_memory]
+        assert lazy == list(ds.data_vars), part  # nothing read yet
+    w = tree["e2_local/sweep"]["W"]
+    stored = zarr.open_array(Paths(str(run)).sweep("e2_local") + "/W", mode="r")
+    assert tuple(w.encoding["chunks"]) == tuple(stored.chunks)  # chunked as stored
+    first = w.isel(seed=0).values  # reading one seed reads it, not the variable into the tree
+    assert first.shape == tuple(n for dim, n in w.sizes.items() if dim != "seed")
+    assert not tree["e2_local/sweep"]["W"].variable._in_memory
+
+
+def test_summaries_the_notebook_already_opened_do_not_trip_netcdf(run):
+    """Opened, read and dropped summaries of the same files (a notebook's earlier cells):
+    opening a summary by path again then failed with "NetCDF: HDF error" (netCDF-C / HDF5
+    with one file opened and closed several times in a process); open_results reads the
+    summary from an image in memory and holds no file handle."""
+    paths = [Path(Paths(str(run)).summary(name)) for name in EXPERIMENTS]
+    kept = [xr.open_dataset(p) for p in paths]
+    for p in paths:
+        dropped = xr.open_dataset(p)
+        assert dropped["count_status"].values.sum() > 0
+    del dropped
+    tree = attnsvm.open_results(run)
+    for name, ds in zip(EXPERIMENTS, kept, strict=True):
+        xr.testing.assert_identical(tree[f"{name}/summary"].to_dataset().load(), ds.load())
+
+
+def test_root_attributes_are_the_runs_provenance(run):
+    tree = attnsvm.open_results(run)
+    attrs = tree.attrs
+    blocks = {}
+    for name in EXPERIMENTS:
+        with xr.open_zarr(Paths(str(run)).sweep(name)) as ds:
+            blocks.update(json.loads(ds.attrs["blocks"]))
+    assert attrs["blocks"] == len(blocks) > 0
+    commit = provenance.git_commit() or "unknown"
+    assert attrs["git_commits"] == [commit]
+    assert attrs["attnsvm_versions"] == [provenance.ATTNSVM_VERSION]
+    assert attrs["computed_by"] == [
+        f"attnsvm {provenance.ATTNSVM_VERSION}, git commit {commit}: {len(blocks)} blocks"
+    ]
+    assert json.loads(attrs["versions"])["torch"] == [provenance.package_versions()["torch"]]
+    assert attrs["devices"] == ["cpu"] and attrs["started"] <= attrs["finished"]
+    assert "Configuration" in attrs["run_info"] and attrs["experiments"] == sorted(EXPERIMENTS)
+
+
+def test_claims_are_loaded_where_they_exist(run, tmp_path):
+    root = copy_of(run, tmp_path)
+    ledger = [
+        {
+            "claim": "w_follows_frobenius",
+            "variable": "corr_fro_alpha",
+            "verdict": "PASS",
+            "estimate": 0.998,
+            "interval": [0.995, 0.999],
+            "evidence": {"seeds": 4, "cells": 4, "failed": 0},
+        },
+        {
+            "claim": "kq_follows_nuclear",
+            "variable": "corr_nuc_alpha",
+            "verdict": "INCONCLUSIVE",
+            "estimate": 0.97,
+            "interval": [0.9, 0.99],
+            "evidence": {"seeds": 4, "cells": 4, "failed": 1},
+        },
+    ]
+    (root / "e2_local" / "claims.json").write_text(json.dumps({"claims": ledger}))
+    tree = attnsvm.open_results(root)
+    assert "claims" not in tree["e3_rank"].children  # none written: no node, no error
+    claims = tree["e2_local/claims"].to_dataset()
+    assert claims.sizes["claim"] == 2
+    assert list(claims["verdict"].values) == ["PASS", "INCONCLUSIVE"]
+    assert list(claims["evidence_failed"].values) == [0, 1]  # nested records flattened
+    assert json.loads(claims["interval"].values[1]) == [0.9, 0.99]  # lists kept as JSON
+    assert json.loads(claims.attrs["claims_json"]) == {"claims": ledger}
+    # the tidy table, where the run wrote one, is the table of the node
+    table = pd.DataFrame({"claim": ["a", "b", "c"], "verdict": ["PASS", "FAIL", "PASS"]})
+    table.to_csv(root / "e2_local" / "claims.csv", index=False)
+    tree = attnsvm.open_results(root)
+    claims = tree["e2_local/claims"]
+    assert list(claims["verdict"].values) == ["PASS", "FAIL", "PASS"]
+    assert claims.attrs["source"].endswith("claims.csv")
+    assert "  claims: 3 (FAIL 1, PASS 2)" in outline(tree).splitlines()
+
+
+def test_a_run_under_way_names_what_is_not_written_yet(run, tmp_path):
+    root = copy_of(run, tmp_path)
+    shutil.rmtree(root / "e3_rank" / "sweep.zarr")
+    (root / "e3_rank" / "summary.nc").unlink()
+    tree = attnsvm.open_results(root)
+    assert tree["e3_rank"].attrs["absent"] == ["sweep.zarr", "summary.nc"]
+    assert not tree["e3_rank"].children
+    assert "e3_rank" in outline(tree) and "sweep.zarr: not written yet" in outline(tree)
+
+
+def test_a_damaged_sweep_is_refused_by_name(run, tmp_path):
+    root = copy_of(run, tmp_path)
+    sweep = root / "e2_local" / "sweep.zarr"
+    chunk = next(
+        p for p in sorted((sweep / "W").rglob("*")) if p.is_file() and p.name != "zarr.json"
+    )
+    chunk.write_bytes(chunk.read_bytes() + b"x")  # resized: caught by the quick check
+    with pytest.raises(StoreError, match="e2_local/sweep.zarr"):
+        attnsvm.open_results(root)
+    chunk.write_bytes(chunk.read_bytes()[:-2] + b"y")  # same size, other bytes
+    with pytest.raises(StoreError, match="does not match its checksum"):
+        attnsvm.open_results(root, verify=True)
+
+
+def test_no_results_is_one_clear_error(tmp_path):
+    with pytest.raises(ResultsError, match="no such results directory"):
+        attnsvm.open_results(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ResultsError, match="no experiment"):
+        attnsvm.open_results(tmp_path / "empty")
+
+
+def test_attnsvm_open_prints_the_outline(run, tmp_path):
+    cmd = [sys.executable, "-m", "attnsvm.cli", "open", str(run)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    tree = attnsvm.open_results(run)
+    assert proc.stdout.strip() == outline(tree)
+    for name in EXPERIMENTS:
+        assert f"\n{name}: {tree[name].attrs['description']}" in proc.stdout
+    counts = json.loads(tree["e3_rank"].attrs["status_counts"])
+    assert f"cells: ok {counts['ok']}" in proc.stdout
+    assert tree.attrs["computed_by"][0] in proc.stdout
+    bad = subprocess.run(
+        [*cmd[:-1], str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=300
+    )
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.startswith("attnsvm: error: ") and "Traceback" not in bad.stderr
+
+
+def test_the_readmes_notebook_section_runs(run):
+    """The README's "Open results in a notebook" code, on this run."""
+    from tests.workflow_helpers import REPO
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Open results in a notebook") :]
+    code = section[section.index("```python\n") + 10 : section.index("```\n", 10)]
+    assert 'attnsvm.open_results("results")' in code
+    namespace: dict = {}
+    exec(code.replace('"results"', repr(str(run))), namespace)  # noqa: S102 - our own README
+    runs = namespace["runs"]
+    assert isinstance(runs, xr.DataTree) and runs.attrs["computed_by"]
