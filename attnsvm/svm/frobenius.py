@@ -73,9 +73,9 @@ WORKING_SET_MIN_ROWS = 1000
 WS_START_SHARE = 32
 #: rows added per round: the most violated, WS_GROW times the support (at least WS_MIN_ADD)
 WS_GROW, WS_MIN_ADD = 0.5, 256
-#: largest working set, as a share of the rank bound rank(left) * rank(right) of the lifted
-#: rows (the working set's Gram matrix must stay positive definite)
-WS_RANK_SHARE = 0.9
+#: largest working set: the rank bound r = rank(left) * rank(right) of the lifted rows plus
+#: min(r, WS_MIN_ADD) (a support has at most r rows; past r the Gram matrix of the working
+#: set is singular and the least-distance problem on it takes over from the pivoting)
 #: rounds of the working set, and pivots of each round's block principal pivoting
 WS_MAX_ROUNDS, WS_MAX_PIVOTS = 100, 200
 #: relative violation below which a row outside the working set counts as satisfied (the
@@ -486,13 +486,14 @@ def working_set_dual(cons: Constraints) -> tuple[np.ndarray | None, str]:
     join it. The optimum on S rises strictly each round (the support keeps its optimum, a
     violated row raises it), so no working set repeats; when no row is violated the
     multipliers solve the whole dual. Returns ``(lam, note)``; lam None when the working set
-    would exceed ``WS_RANK_SHARE`` of the rank of the lifted rows (an infeasible or degenerate
-    SVM: the other routes decide), a pivoting fails, or ``WS_MAX_ROUNDS`` pass.
+    would outgrow the rank bound of the lifted rows (``WS_MIN_ADD``; an infeasible SVM, whose
+    optimum on S grows without bound: the other routes decide), the working set has no
+    solution, or ``WS_MAX_ROUNDS`` pass.
     """
     N = cons.n_rows
     left, right, rhs = cons.left, cons.right, cons.rhs
     rank = np.linalg.matrix_rank(left) * np.linalg.matrix_rank(right)
-    cap = int(WS_RANK_SHARE * rank)
+    cap = rank + min(rank, WS_MIN_ADD)
     scale = np.maximum(1.0, np.abs(rhs))
     hardness = rhs / np.maximum(
         np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1), np.finfo(float).tiny
