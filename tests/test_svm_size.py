@@ -107,3 +107,25 @@ def test_large_systems_leave_the_batched_route():
     assert svm_batched.batchable(small) and not svm_batched.batchable(cons)
     res, stats = svm_batched.solve_frobenius_batched([cons, small])
     assert stats.batched == 1 and res[0].solver == "ws-dual" and res[0].solved
+
+
+def test_pivoting_from_any_start_solves_the_dual_qp():
+    """The working set's pivoting (warm-started from any free set) reaches the same
+    multipliers as scipy's NNLS on the Cholesky factor (the route of small systems)."""
+    rng = np.random.default_rng(4)
+    for seed in range(5):
+        cons = planted(8, 6, 8, seed)
+        G, b = svm_frobenius.gram(cons), cons.rhs
+        ref = svm_frobenius._nnls_dual(G, b)
+        assert ref is not None
+        for start in (np.ones(b.size, bool), np.zeros(b.size, bool), rng.random(b.size) < 0.5):
+            lam, free = svm_frobenius._pivoting(G, b, start, svm_frobenius.WS_MAX_PIVOTS)
+            assert np.allclose(lam, ref, rtol=1e-9, atol=1e-12 * ref.max())
+            assert np.array_equal(free & (lam > 0), ref > 1e-12 * ref.max())
+
+
+def test_spread_takes_every_examples_worst_row_first():
+    example = np.array([0, 0, 0, 1, 1, 2])
+    viol = np.array([0.1, 0.5, 0.3, 0.2, 0.9, 0.05])
+    order = svm_frobenius._spread(example, viol)
+    assert order.tolist() == [4, 1, 5, 2, 3, 0]
