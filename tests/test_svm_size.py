@@ -129,3 +129,18 @@ def test_spread_takes_every_examples_worst_row_first():
     viol = np.array([0.1, 0.5, 0.3, 0.2, 0.9, 0.05])
     order = svm_frobenius._spread(example, viol)
     assert order.tolist() == [4, 1, 5, 2, 3, 0]
+
+
+def test_issue_size_is_certified_with_every_row_checked():
+    """(n, T, d) = (256, 32, 64), 7,936 rows: certified by the working set; every row holds
+    and the multipliers' weak-duality bound meets ||W|| (the certificate, recomputed here)."""
+    cons = planted(256, 32, 64, seed=0)
+    res = solve_frobenius(cons)
+    assert res.solved and res.solver == "ws-dual", res.message
+    assert cons.values(res.W).min() >= 1 - svm_frobenius.VERIFY_TOL
+    support = cons.values(res.W) <= 1 + 1e-9
+    lam = np.zeros(cons.n_rows)
+    lam[support] = np.linalg.lstsq(cons.subset(support).matrix().T, res.W.ravel(), rcond=None)[0]
+    assert lam.min() >= -1e-9 * lam.max()
+    bound = svm_frobenius.lower_bound(cons, lam)
+    assert bound == pytest.approx(res.objective, rel=1e-8)
