@@ -64,6 +64,29 @@ NNLS_MIN_PIVOT = 1e-7
 #: least-distance route: infeasibility is reported only when the Farkas certificate shows that
 #: every feasible W would need a norm above this (else the conic routes decide)
 LDP_INFEASIBLE_NORM = 1e12
+#: inequality-only systems with more rows than this take the working-set route first (issue
+#: 28); the largest system of config/paper.yaml has 210 rows, so its stored answers keep the
+#: routes above
+WORKING_SET_MIN_ROWS = 1000
+#: rows of the first working set: the N / WS_START_SHARE rows hardest to satisfy alone
+#: (largest ``rhs_k / ||left_k|| ||right_k||``), at least WS_MIN_ADD
+WS_START_SHARE = 32
+#: rows added per round: the most violated, WS_GROW times the support (at least WS_MIN_ADD)
+WS_GROW, WS_MIN_ADD = 0.5, 256
+#: largest working set: the rank bound r = rank(left) * rank(right) of the lifted rows plus
+#: min(r, WS_MIN_ADD) (a support has at most r rows; past r the Gram matrix of the working
+#: set is singular and the least-distance problem on it takes over from the pivoting)
+#: rounds of the working set, and pivots of each round's block principal pivoting
+WS_MAX_ROUNDS, WS_MAX_PIVOTS = 100, 200
+#: relative violation below which a row outside the working set counts as satisfied (the
+#: certificate then checks every row to ``VERIFY_TOL``)
+WS_TOL = 1e-11
+#: relative sign tolerance of the pivoting (as attnsvm.svm.frobenius_batched.PIVOT_TOL)
+WS_PIVOT_TOL = 1e-12
+#: above this many bytes of the dense lifted matrix (N x d^2 float64), the routes and the
+#: active-set polish that form it are skipped: a system the working set does not certify is
+#: then returned uncertified (counted apart, never solved), not swapped to disk
+DENSE_MAX_BYTES = 2**30
 
 
 @dataclass(frozen=True)
@@ -418,6 +441,119 @@ def _route_least_distance(cons: Constraints) -> list[Candidate]:
     return [(_lift_dual(cons, lam), lam, "scipy nnls, least distance")]
 
 
+def _pivoting(G: np.ndarray, b: np.ndarray, free: np.ndarray, max_iter: int):
+    """``min_{lam >= 0} 1/2 lam^T G lam - b^T lam`` for one positive-definite G by block
+    principal pivoting (Kim & Park 2011, the single-instance form of
+    :func:`attnsvm.svm.frobenius_batched.block_principal_pivoting`), started from the free
+    set ``free`` (a warm start). Returns ``(lam, free)`` or None (a free-set system that does
+    not factorize, or no convergence in ``max_iter`` exchanges)."""
+    N = b.size
+    best, tries = N + 1, 3
+    for _ in range(max_iter + 1):
+        lam = np.zeros(N)
+        F = np.flatnonzero(free)
+        if F.size:
+            L, info = lapack.dpotrf(G[np.ix_(F, F)], lower=1)
+            if info != 0:
+                return None
+            lam[F] = lapack.dpotrs(L, b[F], lower=1)[0]
+        Glam = G @ lam
+        w = Glam - b
+        scale = np.sqrt(np.diagonal(G) * max(float(lam @ Glam), 0.0)) + np.abs(b)
+        lam_scale = max(1.0, float(np.abs(lam).max(initial=0.0)))
+        V = (free & (lam < -WS_PIVOT_TOL * lam_scale)) | (~free & (w < -WS_PIVOT_TOL * scale))
+        nv = int(V.sum())
+        if nv == 0:
+            return lam, free
+        if nv < best or tries >= 1:  # exchange every violating variable
+            tries = 3 if nv < best else tries - 1
+            best = min(best, nv)
+            free = free ^ V
+        else:  # backup rule: the largest violating index alone (finite for a PD G)
+            free = free.copy()
+            free[np.flatnonzero(V)[-1]] ^= True
+    return None
+
+
+def working_set_dual(cons: Constraints) -> tuple[np.ndarray | None, str]:
+    """Multipliers of the Frobenius Att-SVM dual over all rows by a working set (issue 28).
+
+    docs/science.md §4, "The SVMs at size": the dual QP is solved on a working set S of rows
+    (its Gram matrix ``G_SS = (L_S L_S^T) o (R_S R_S^T)``, the Hadamard structure, formed for
+    S only) by block principal pivoting warm-started from the previous round's support; every
+    row is then checked against ``W_S = sum_{k in S} lam_k left_k right_k^T`` (N d^2 flops,
+    never the N x d^2 matrix); the rows of zero multiplier leave S and the most violated rows
+    join it. The optimum on S rises strictly each round (the support keeps its optimum, a
+    violated row raises it), so no working set repeats; when no row is violated the
+    multipliers solve the whole dual. Returns ``(lam, note)``; lam None when the working set
+    would outgrow the rank bound of the lifted rows (``WS_MIN_ADD``; an infeasible SVM, whose
+    optimum on S grows without bound: the other routes decide), the working set has no
+    solution, or ``WS_MAX_ROUNDS`` pass.
+    """
+    N = cons.n_rows
+    left, right, rhs = cons.left, cons.right, cons.rhs
+    rank = np.linalg.matrix_rank(left) * np.linalg.matrix_rank(right)
+    cap = rank + min(rank, WS_MIN_ADD)
+    scale = np.maximum(1.0, np.abs(rhs))
+    hardness = rhs / np.maximum(
+        np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1), np.finfo(float).tiny
+    )
+    size = min(cap, max(WS_MIN_ADD, N // WS_START_SHARE))
+    S = np.sort(np.argsort(-hardness, kind="stable")[:size])
+    least_distance = 0
+    for rounds in range(1, WS_MAX_ROUNDS + 1):
+        lS, rS = left[S], right[S]
+        out = _pivoting((lS @ lS.T) * (rS @ rS.T), rhs[S], np.ones(S.size, bool), WS_MAX_PIVOTS)
+        if out is None:  # dependent rows in S: the least-distance problem on S is exact
+            lam_S = _least_distance(reduce(cons.subset(S)).A, rhs[S])[0]
+            if lam_S is None:
+                return None, f"working set: no solution on {S.size} rows (round {rounds})"
+            free = lam_S > 0
+            least_distance += 1
+        else:
+            lam_S, free = out
+        W = lS.T @ (lam_S[:, None] * rS)
+        viol = (rhs - cons.values(W)) / scale
+        bad = np.flatnonzero(viol > WS_TOL)
+        if bad.size == 0:
+            lam = np.zeros(N)
+            lam[S] = lam_S
+            how = f", {least_distance} by least distance" if least_distance else ""
+            return lam, f"working set: {rounds} rounds{how}, {S.size} of {N} rows"
+        keep = S[free & (lam_S > 0)]
+        k = min(bad.size, max(int(WS_GROW * keep.size), WS_MIN_ADD), cap - keep.size)
+        if k <= 0:
+            return None, f"working set: reached {keep.size} rows of rank bound {rank}"
+        add = bad[_spread(cons.example[bad], viol[bad])[:k]]
+        S = np.union1d(keep, add)
+    return None, f"working set: no answer in {WS_MAX_ROUNDS} rounds"
+
+
+def _spread(example: np.ndarray, viol: np.ndarray) -> np.ndarray:
+    """Order of violated rows to add: every example's most violated row first (by violation),
+    then every example's second, ...: rows of one example share a d-dimensional subspace of
+    the lifted space, so adding many of them at once makes the working set's Gram singular."""
+    order = np.lexsort((-viol, example))
+    ex = example[order]
+    start = np.r_[0, np.flatnonzero(ex[1:] != ex[:-1]) + 1]
+    within = np.arange(ex.size) - np.repeat(start, np.diff(np.r_[start, ex.size]))
+    return order[np.lexsort((-viol[order], within))]
+
+
+def _route_working_set(cons: Constraints) -> list[Candidate]:
+    """:func:`working_set_dual` as a dual route (its multipliers are re-solved on their
+    support like every dual route's, so the stored W does not depend on the route)."""
+    lam, note = working_set_dual(cons)
+    if lam is None:
+        raise RuntimeError(note)
+    return [(_lift_dual(cons, lam), lam, note)]
+
+
+def _dense_ok(cons: Constraints) -> bool:
+    """Whether the dense lifted matrix (N x d^2) fits in ``DENSE_MAX_BYTES``."""
+    return cons.n_rows * cons.d**2 * 8 <= DENSE_MAX_BYTES
+
+
 def _route_clarabel_dual(cons: Constraints) -> list[Candidate]:
     N = cons.n_rows
     P = sp.csc_matrix(np.triu(gram(cons)))
@@ -541,6 +677,8 @@ def _as_is_then_polished(cons: Constraints, W0: np.ndarray, lam0, note: str):
     """A route's answer as it is, then (lazily: several least-squares solves, needed only
     when the first misses the certificate) its :func:`polish_active` candidates."""
     yield W0, lam0, note
+    if not _dense_ok(cons):  # polish_active forms the N x d^2 lifted matrix
+        return
     for W, lam in polish_active(cons, W0):
         yield W, lam, f"{note}, polished on the active set"
 
@@ -610,6 +748,8 @@ def solve_frobenius(cons: Constraints) -> SVMResult:
         return _result(np.zeros((cons.d, cons.d)), "optimal", 0.0, "trivial", t0)
     if cons.equality.any():
         return _solve_routes(cons, _PRIMAL_ROUTES, t0)
+    if cons.n_rows > WORKING_SET_MIN_ROWS:
+        return _solve_at_size(cons, t0)
     if PRIMAL_RATIO * cons.d**2 <= cons.n_rows:
         # mostly infeasible at these sizes (E3 at d <= 4): a Farkas certificate from one NNLS
         # settles that in a fraction of the conic solve; feasible ones go on as before
@@ -622,3 +762,16 @@ def solve_frobenius(cons: Constraints) -> SVMResult:
         routes = tuple((name, functools.partial(route, red=red)) for name, route in _PRIMAL_ROUTES)
         return _solve_routes(cons, routes, t0)
     return _solve_routes(cons, _DUAL_ROUTES + _PRIMAL_ROUTES, t0)
+
+
+def _solve_at_size(cons: Constraints, t0: float) -> SVMResult:
+    """Inequality-only systems above ``WORKING_SET_MIN_ROWS`` rows (issue 28): the working
+    set first (:func:`working_set_dual`), then the routes of smaller systems while their dense
+    matrices fit in ``DENSE_MAX_BYTES``; beyond that an answer the working set did not certify
+    stays uncertified (``optimal_inaccurate`` or ``solver_error``: not solved)."""
+    routes: tuple = (("ws-dual", _route_working_set),)
+    if _dense_ok(cons) and cons.n_rows**2 * 8 <= DENSE_MAX_BYTES:
+        routes += _DUAL_ROUTES + _PRIMAL_ROUTES
+    elif _dense_ok(cons):
+        routes += _PRIMAL_ROUTES
+    return _solve_routes(cons, routes, t0)

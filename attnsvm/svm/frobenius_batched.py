@@ -58,6 +58,7 @@ from attnsvm.svm.frobenius import (
     NNLS_MIN_PIVOT,
     PRIMAL_RATIO,
     VERIFY_TOL,
+    WORKING_SET_MIN_ROWS,
     SVMResult,
     certificate,
     certified_canonical,
@@ -106,11 +107,14 @@ class BatchStats:
 def batchable(cons: Constraints) -> bool:
     """Whether the per-instance route would solve ``cons`` through its dual QP.
 
-    Inequality rows only, at least one row, and fewer than ``PRIMAL_RATIO d^2`` rows (the
-    routing of :func:`attnsvm.svm.frobenius.solve_frobenius`).
+    Inequality rows only, at least one row, fewer than ``PRIMAL_RATIO d^2`` rows and at most
+    ``WORKING_SET_MIN_ROWS`` (the routing of :func:`attnsvm.svm.frobenius.solve_frobenius`;
+    larger systems take its working-set route, without an N x N Gram matrix).
     """
     return (
-        cons.n_rows > 0 and not bool(cons.equality.any()) and PRIMAL_RATIO * cons.d**2 > cons.n_rows
+        0 < cons.n_rows <= WORKING_SET_MIN_ROWS
+        and not bool(cons.equality.any())
+        and PRIMAL_RATIO * cons.d**2 > cons.n_rows
     )
 
 
