@@ -6,7 +6,9 @@ final corr(W_GD, SVM_norm(alpha)), the cell the linear theory predicts outlined;
 for the margin ratio (1: W_GD's direction is a max-margin direction in that norm, whichever
 solution); (c) mean corr with the predicted norm's SVM vs iteration per optimizer; (d) when
 ``d`` is a grid axis: the diagonal's lead, final corr with the predicted SVM minus the best
-corr with any other norm's SVM, vs d (> 0: the prediction wins).
+corr with any other norm's SVM, vs d (> 0: the prediction wins). The spectral SVM's corr is
+not stored (its optimal face is wide, :data:`attnsvm.svm.norms.WIDE_FACE`): its column of (a)
+is empty, and a prediction of the spectral norm is judged by the margin ratio, panel (b).
 """
 
 from __future__ import annotations
@@ -20,12 +22,20 @@ from attnsvm.gd.optimizers import PREDICTED_NORM
 from attnsvm.report import captions, style
 from attnsvm.report import sweepdata as sd
 from attnsvm.report.figures import Figure
+from attnsvm.svm.norms import WIDE_FACE
 
 #: the SVM norms compared, in column order (attnsvm.svm.norms + Frobenius and nuclear)
 NORMS = ("fro", "nuc", "max", "spec", "l1p5", "l3")
 NORM_LABELS = {"fro": "Frob.", "nuc": "nuclear", "max": "max-entry", "spec": "spectral",
                "l1p5": r"$\ell_{1.5}$", "l3": r"$\ell_3$"}  # fmt: skip
-VARIABLES = tuple(f"{k}_{n}_alpha" for k in ("corr", "mratio", "curve_corr") for n in NORMS)
+#: the norms whose corr is not stored (their optimal face is wide: attnsvm.svm.norms)
+NO_CORR = WIDE_FACE
+VARIABLES = tuple(
+    f"{k}_{n}_alpha"
+    for k in ("corr", "mratio", "curve_corr")
+    for n in NORMS
+    if k == "mratio" or n not in NO_CORR
+)
 
 
 def predicted(opt: str, param: str) -> str | None:
@@ -85,7 +95,7 @@ def _colors(summary) -> dict[tuple[str, str], tuple]:
 def _curves(ax, summary, it) -> None:
     colors = _colors(summary)
     for o, p in rows_of(summary):
-        if (n := predicted(o, p)) is None:
+        if (n := predicted(o, p)) is None or n in NO_CORR:
             continue
         mean, _, _ = sd.pooled(summary, f"curve_corr_{n}_alpha", optimizer=o, param=p)
         ax.plot(it, mean, color=colors[(o, p)], label=f"{o} ({p}) vs {NORM_LABELS[n]}")
@@ -102,7 +112,7 @@ def lead(summary: xr.Dataset, keep=()) -> dict[tuple[str, str], np.ndarray]:
     vals = table(summary, "corr", keep)
     out = {}
     for i, (o, p) in enumerate(rows_of(summary)):
-        if (n := predicted(o, p)) is not None:
+        if (n := predicted(o, p)) is not None and n not in NO_CORR:
             j = NORMS.index(n)
             others = np.delete(vals[i], j, axis=0)
             out[(o, p)] = vals[i, j] - np.nanmax(others, axis=0)
@@ -124,8 +134,9 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     """(a, b) heatmaps and (c) curves from the summary; (d) when d is a grid axis."""
     with_d = "d" in summary.dims and summary.sizes["d"] > 1
     extra = [
-        "(a) mean final corr(W_GD, SVM of α in each norm), (b) mean margin ratio in each norm "
-        "(1: a max-margin direction); red boxes: the norm the linear theory predicts",
+        "(a) mean final corr(W_GD, SVM of α in each norm; spectral: not stored, its optimal face "
+        "is wide), (b) mean margin ratio in each norm (1: a max-margin direction); red boxes: "
+        "the norm the linear theory predicts",
         "(c) mean corr with the predicted norm's SVM; (d) predicted corr minus the best other",
     ]
     footer = style.footer_text(sweep, extra=extra, unit="point (optimizer, ...)")
@@ -148,7 +159,8 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
 def numbers(summary: xr.Dataset) -> list[str]:
     """Per optimizer with a prediction: its predicted norm, the mean final corr with that
     norm's SVM, the norm with the largest mean corr, and whether the prediction held (without
-    one: the norm with the largest mean corr); per d, the prediction's lead."""
+    one: the norm with the largest mean corr); a prediction of a norm whose corr is not stored
+    (:data:`NO_CORR`) by the margin ratios instead; per d, the prediction's lead."""
     vals = table(summary, "corr")
     mr = table(summary, "mratio")
     out = []
@@ -160,6 +172,15 @@ def numbers(summary: xr.Dataset) -> list[str]:
             k = int(np.nanargmax(vals[i]))
             out.append(f"*{o}* on *{p}*: no prediction; largest final corr with the "
                        f"{NORMS[k]} SVM, {captions.fmt(vals[i, k])}")  # fmt: skip
+            continue
+        if n in NO_CORR:
+            j, best = NORMS.index(n), NORMS[int(np.nanargmax(mr[i]))]
+            held = "held" if best == n else f"did not hold (largest margin ratio: {best})"
+            out.append(
+                f"*{o}* on *{p}*: predicted {n}, margin ratio {captions.fmt(mr[i, j])} (corr not "
+                f"stored: the {n} SVM's optimal face is wide); by the margin ratios the "
+                f"prediction {held}"
+            )
             continue
         j, best = NORMS.index(n), NORMS[int(np.nanargmax(vals[i]))]
         held = "held" if best == n else f"did not hold (largest: {best})"
@@ -189,7 +210,9 @@ FIGURE = Figure(
         "The linear theory predicts the outlined cells: normalized GD the Frobenius SVM, sign "
         "descent and Adam the max-entry SVM, spectral descent the spectral SVM, l_p mirror "
         "descent the l_p SVM, normalized GD on (K, Q) the nuclear SVM. A prediction holds "
-        "where its cell is the largest of its row."
+        "where its cell is the largest of its row; the spectral SVM's optimal face is wide, "
+        "so its correlation, which depends on the solution the solver returns, is not stored "
+        "and its prediction is read in the margin ratios."
     ),
     plot=plot,
     numbers=numbers,
