@@ -89,3 +89,25 @@ def test_norms_figure_renders_from_tiny_pipeline(tmp_path):
     fig = figure_module("norms").plot(sweep, summary)
     assert len(fig.axes) == 4 and fig.legends  # heatmaps, curves, vs d; legend outside
     plt.close(fig)
+
+
+def test_norms_figure_has_a_row_per_adam_beta(tmp_path):
+    """An ``adam_beta2`` grid axis (issue 29) splits the norms figure's rows: one per value,
+    with its own numbers in the caption, read from the summary at that beta."""
+    import matplotlib.pyplot as plt
+
+    from attnsvm.report.figures import figure_module
+    from tests.workflow_helpers import tiny_sweep
+
+    raw = {"fixed": {**SMALL, "iterations": 60, "optimizer": "adam", "norm_svms": True},
+           "grid": {"adam_beta2": [0.9, 0.999]}, "seeds": 2, "figures": ["norms"]}  # fmt: skip
+    sweep, summary = tiny_sweep(tmp_path, "t_betas", raw)
+    mod = figure_module("norms")
+    rows = mod.rows_of(summary)
+    assert [r[2] for r in rows] == [(("adam_beta2", 0.9),), (("adam_beta2", 0.999),)]
+    lines = mod.numbers(summary)
+    for b2 in (0.9, 0.999):
+        want = summary["corr_max_alpha_mean"].sel(adam_beta2=b2).mean().item()
+        line = next(x for x in lines if x.startswith(f"*adam, β2 = {b2}* on *W*"))
+        assert f"predicted max, final corr {mod.captions.fmt(want)}" in line
+    plt.close(mod.plot(sweep, summary))
