@@ -202,6 +202,10 @@ def test_adam_betas_are_cell_fields_that_reach_the_rule():
     assert Cell(optimizer="sign", adam_beta2=0.5) == Cell(optimizer="sign")  # reset: not adam
     W = {b2: train_cells([Cell(**base, adam_beta2=b2)], device="cpu").W for b2 in (0.999, 0.95)}
     assert not np.array_equal(W[0.999], W[0.95])
+    # betas (0, 0): m = G, v = G^2, no bias correction: the step is sign descent's
+    W0 = train_cells([Cell(**base, adam_beta1=0.0, adam_beta2=0.0)], device="cpu").W
+    sign = train_cells([Cell(**{**base, "optimizer": "sign"})], device="cpu").W
+    np.testing.assert_allclose(W0, sign)
     explicit = StepRule("adam", 0.05, ADAM_BETAS)
     assert explicit.betas == make_rule(default.settings("train"), 0.05)().betas
     for bad in (1.0, -0.1):
