@@ -1,7 +1,8 @@
 """Which norm does each optimizer's attention minimize? (docs/science.md §10, beyond the paper.)
 
 Grid axes ``optimizer`` (normalized, sign, adam, spectral, mirror1p5, mirror3), optionally
-``param`` and ``d``; cells with ``norm_svms: true``. (a) heatmap optimizer x norm of the mean
+``param`` and ``d``, and Adam's ``adam_beta1`` / ``adam_beta2`` (one row per value, issue 29);
+cells with ``norm_svms: true``. (a) heatmap optimizer x norm of the mean
 final corr(W_GD, SVM_norm(alpha)), the cell the linear theory predicts outlined; (b) the same
 for the margin ratio (1: W_GD's direction is a max-margin direction in that norm, whichever
 solution); (c) mean corr with the predicted norm's SVM vs iteration per optimizer; (d) when
