@@ -576,3 +576,62 @@ def test_rates_figure_from_the_tiny_run(tiny_run, tmp_path):
     mean = float(summary["rate_corr_mean"].sel(optimizer="normalized"))
     assert f"optimizer = normalized: {mean:.3g}" in text
     publish_parts(text, writer="html", settings_overrides={"halt_level": 2})
+
+
+def _shipped(experiment: str) -> dict:
+    """The claims of ``experiment`` in config/config.yaml, by name."""
+    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    return {c["name"]: c for c in raw["experiments"][experiment]["claims"]}
+
+
+def _planted(axis: str, values: list, columns: dict[str, list[float]], seeds: int = 8):
+    """A sweep with one grid axis whose per-cell variables are ``columns[name][i]`` at value
+    i, plus noise of 0.002 (flags stay exact), every SVM certified."""
+    rng = np.random.default_rng(3)
+    dims, shape = (axis, "seed"), (len(values), seeds)
+    data = {"status": (dims, np.zeros(shape, np.int8))}
+    for name, means in columns.items():
+        flag = name == "saturated"
+        noise = 0.0 if flag else rng.normal(0, 0.002, shape)
+        data[name] = (dims, np.broadcast_to(np.asarray(means, float)[:, None], shape) + noise)
+    svms = sorted({n.split("_", 1)[1] for n in columns if n.startswith(("corr_", "mratio_"))})
+    data["svm_status"] = ((*dims, "svm"), np.zeros((*shape, len(svms)), np.int8))
+    coords = {axis: values, "seed": np.arange(seeds), "svm": svms}
+    return xr.Dataset(data, coords=coords, attrs={"axes": [axis]})
+
+
+def test_issue_29_claims_on_known_data():
+    """The claims issue 29 added to config/config.yaml, on planted data: Adam's max-entry lead
+    at small beta_2 and its fall at 0.999, the spectral margin ratio's lead and its rise from
+    normalized GD, and saturation without the ridge: PASS on the truth they state, FAIL on
+    its opposite."""
+    others = ("fro", "nuc", "l1p5", "l3")
+    adam = _shipped("b10_adam_betas")
+
+    def betas(lead_095, lead_0999):
+        cols = {f"corr_{n}_alpha": [0.9, 0.9] for n in others}
+        cols["corr_max_alpha"] = [0.9 + lead_095, 0.9 + lead_0999]
+        return _planted("adam_beta2", [0.95, 0.999], cols)
+
+    for truth, verdict in ((betas(0.05, -0.05), "PASS"), (betas(-0.05, 0.05), "FAIL")):
+        for name in ("adam_small_beta2_prefers_max", "adam_max_lead_falls_with_beta2"):
+            (claim,) = claims({k: v for k, v in adam[name].items() if k != "figure"})
+            assert evaluate_claim(truth, claim, "x")["verdict"] == verdict, (name, verdict)
+    norms = _shipped("b10_norms")
+
+    def spectral(spec_normalized, spec_spectral):
+        cols = {f"mratio_{n}_alpha": [0.7, 0.7] for n in (*others, "max")}
+        cols["mratio_spec_alpha"] = [spec_normalized, spec_spectral]
+        return _planted("optimizer", ["normalized", "spectral"], cols)
+
+    for truth, verdict in ((spectral(0.6, 0.8), "PASS"), (spectral(0.8, 0.6), "FAIL")):
+        for name in ("spectral_prefers_spec_margin", "spectral_margin_above_normalized"):
+            (claim,) = claims({k: v for k, v in norms[name].items() if k != "figure"})
+            assert evaluate_claim(truth, claim, "x")["verdict"] == verdict, (name, verdict)
+    ridge = _shipped("b11_joint_head_noridge")["kq_trained_head_saturates_without_ridge"]
+    (claim,) = claims({k: v for k, v in ridge.items() if k != "figure"})
+    for share, verdict in ((1.0, "PASS"), (0.0, "FAIL")):
+        truth = _planted("d", [8], {"saturated": [share]}, seeds=6)
+        truth = truth.expand_dims(train_head=[True]).transpose("d", "train_head", "seed", ...)
+        truth.attrs["axes"] = ["d", "train_head"]
+        assert evaluate_claim(truth, claim, "x")["verdict"] == verdict, (share, verdict)

@@ -235,3 +235,36 @@ def test_kq_joint_training_the_ridge_takes_over_and_without_it_both_align():
         nuc = solve_nuclear(att_svm_constraints(b["X"][s], b["Z"][s], alpha))
         W = free.train.W[s, -1]
         assert np.sum(W * nuc.W) / (np.linalg.norm(W) * np.linalg.norm(nuc.W)) > 0.95
+
+
+def test_ridge_field_is_the_trainers_ridge():
+    """The cell field ``ridge`` (docs/science.md §3, §11) is the ridge every KQ trainer uses:
+    a cell at ridge 0 trains exactly as a call with ``ridge=0.0`` (no ridge term at all), the
+    default cell exactly as the machine-epsilon ridge, and the two differ."""
+    from attnsvm.gd.model import RIDGE
+
+    b, c = _batch("KQ", seeds=2, d=4, iterations=400, train_head=True)
+    free = Cell(param="KQ", seed=0, d=4, iterations=400, train_head=True, ridge=0.0)
+    assert c.ridge == RIDGE and free.ridge == 0.0
+    trainers = {
+        "joint": lambda cell, **kw: train_joint_stacked(b, cell, device="cpu", **kw).train.W,
+        "fixed head": lambda cell, **kw: train_stacked(b, cell, device="cpu", **kw).W,
+    }
+    for name, train in trainers.items():
+        W = [train(c), train(c, ridge=RIDGE), train(free), train(c, ridge=0.0)]
+        assert np.array_equal(W[0], W[1]), name
+        assert np.array_equal(W[2], W[3]), name
+        assert not np.array_equal(W[0], W[2]), name
+
+
+def test_ridge_field_applies_to_kq_only_and_keeps_digests():
+    """``ridge`` matters for KQ only (reset elsewhere) and a cell at the default keeps the
+    description and digest it had before the field existed."""
+    w = Cell(param="W", ridge=0.0)
+    assert w.ridge == Cell().ridge and w.digest() == Cell().digest()
+    kq = Cell(param="KQ")
+    assert "ridge" not in kq.to_dict()
+    assert Cell(param="KQ", ridge=0.0).to_dict()["ridge"] == 0.0
+    assert Cell(param="KQ", ridge=0.0).digest() != kq.digest()
+    with pytest.raises(CellError, match="ridge must be a non-negative finite number"):
+        Cell(param="KQ", ridge=-1.0)

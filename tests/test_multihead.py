@@ -133,3 +133,18 @@ def test_each_head_converges_to_the_svm_of_its_own_selection(param):
         assert ds["head_corr"].dims == ("attention_head",)
         assert ds["head_alpha"].shape == (2, E2["n"])
         assert ds["head_corr"].attrs["units"] == "1"
+
+
+def test_ridge_field_reaches_the_multihead_trainer():
+    """The cell field ``ridge`` (docs/science.md §3, §12) is the H-head trainer's ridge: the
+    settings' ridge trains exactly as the same ridge given as a keyword, and differs from the
+    default's."""
+    cells, b = _batch(2, 2, param="KQ", iterations=100)
+    c = cells[0]
+    big = Cell(seed=0, **E2, param="KQ", iterations=100, ridge=0.05)
+    data = (b["X"], b["Y"], b["Z"], b["v"], b["heads"])
+    by_field = train_multihead(*data, big.settings("train"), device="cpu")
+    by_kw = train_multihead(*data, c.settings("train"), device="cpu", ridge=0.05)
+    default = train_multihead(*data, c.settings("train"), device="cpu")
+    assert np.array_equal(by_field.W, by_kw.W)
+    assert not np.array_equal(by_field.W, default.W)

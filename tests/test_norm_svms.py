@@ -100,3 +100,34 @@ def test_infeasible_rows_give_status_infeasible():
     for norm in NORMS:
         res = solve_norm_svm(bad, norm)
         assert res.status == "infeasible" and res.W is None
+
+
+def test_spectral_svm_optimal_face_is_wide_so_only_its_margin_ratio_is_stored():
+    """Why ``corr_spec_alpha`` is not stored (issue 29, :data:`attnsvm.svm.norms.WIDE_FACE`):
+    over the spectral SVM's optimal solutions (feasible, spectral norm at the optimum), the
+    correlation with a fixed direction D, the Frobenius SVM's, moves by far more than the
+    certificate's tolerance, so a corr with "the" solution depends on the solver; the margin
+    ratio of D is one number for all of them."""
+    from attnsvm.svm import solve_frobenius
+    from attnsvm.svm.norms import GAP_TOL, WIDE_FACE
+
+    assert WIDE_FACE == ("spec",)
+    cons = _cons(0, n=4, T=5, d=6)
+    spec = solve_norm_svm(cons, "spec")
+    assert spec.status == "optimal", spec.message
+    D = solve_frobenius(cons).W
+    W = cp.Variable((cons.d, cons.d))
+    rows = cons.matrix() @ cp.vec(W, order="C")
+    feasible = [rows[~cons.equality] >= cons.rhs[~cons.equality]]
+    if cons.equality.any():
+        feasible.append(rows[cons.equality] == cons.rhs[cons.equality])
+    ends = []
+    for sense in (cp.Maximize, cp.Minimize):  # two optimal solutions: extreme <W, D>
+        face = [*feasible, cp.sigma_max(W) <= spec.objective]
+        cp.Problem(sense(cp.sum(cp.multiply(W, D))), face).solve(solver=cp.CLARABEL)
+        Wf = np.asarray(W.value)
+        assert violation(cons, Wf) <= 1e-6
+        assert matrix_norm(Wf, "spec") <= spec.objective * (1 + 1e-6)  # optimal
+        ends.append(np.sum(Wf * D) / (np.linalg.norm(Wf) * np.linalg.norm(D)))
+    assert abs(ends[0] - ends[1]) > 1e3 * GAP_TOL, ends  # the face is not a point
+    assert margin_ratio(cons, D, "spec", spec.objective) <= 1 + 1e-9

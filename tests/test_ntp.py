@@ -211,3 +211,13 @@ def test_cyclic_finite_part_converges_to_wfin():
             assert res.scalars["scc_mass"] >= 0.99  # hard retrieval of the label's SCC
     for big, small in zip(runs[0.1], runs[0.02], strict=True):
         assert small.scalars["fin_dist"] <= 2 * (0.02 / 0.1) * big.scalars["fin_dist"]
+
+
+def test_ridge_field_reaches_ntp_training():
+    """The cell field ``ridge`` is next-token prediction's ridge on K and Q (docs/science.md §3,
+    §8): a ridge of 0.5 gives another trajectory than the machine-epsilon default."""
+    torch.set_num_threads(1)
+    kw = dict(param="KQ", iterations=30, checkpoint_count=5)
+    runs = [run_cells(_ntp_cells("ntp_acyclic", [0], ridge=r, **kw))[0] for r in (0.5, 2**-52)]
+    assert all(r.status == "ok" for r in runs), [r.message for r in runs]
+    assert not np.array_equal(runs[0].W, runs[1].W)

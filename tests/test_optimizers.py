@@ -172,3 +172,42 @@ def test_polyak_is_refused_where_its_floor_is_undefined():
         with pytest.raises(CellError, match="polyak"):
             Cell(optimizer="polyak", **bad)
     Cell(optimizer="polyak", attention="self")  # cross and self attention are fine
+
+
+def test_adam_betas_are_cell_fields_that_reach_the_rule():
+    """``adam_beta1`` / ``adam_beta2`` (docs/science.md §10) are the betas of the Adam rule:
+    the rule of a cell's settings steps as torch's Adam with those betas, a cell at the
+    defaults trains as before (same digest, same trajectory as the default rule), and
+    another beta_2 gives another trajectory."""
+    from attnsvm.config.cell import CellError
+
+    shape = (2, 3, 3)
+    grads = _grads(shape, 4)
+    theta = torch.as_tensor(RNG.standard_normal(shape))
+    settings = Settings.of("train", optimizer="adam", adam_beta1=0.5, adam_beta2=0.95)
+    rule = make_rule(settings, 0.05)()
+    p = torch.nn.Parameter(theta.clone())
+    opt = torch.optim.Adam([p], lr=0.05, betas=(0.5, 0.95), eps=ADAM_EPS)
+    ours = theta.clone()
+    for G in grads:
+        ours -= rule(G.clone())
+        p.grad = G.clone()
+        opt.step()
+    np.testing.assert_allclose(ours.numpy(), p.detach().numpy(), rtol=1e-12, atol=1e-14)
+
+    base = dict(optimizer="adam", n=4, T=4, d=5, iterations=60, lr=0.05)
+    default = Cell(**base)
+    assert (default.adam_beta1, default.adam_beta2) == ADAM_BETAS
+    assert Cell(**base, adam_beta2=ADAM_BETAS[1]).digest() == default.digest()
+    assert Cell(optimizer="sign", adam_beta2=0.5) == Cell(optimizer="sign")  # reset: not adam
+    W = {b2: train_cells([Cell(**base, adam_beta2=b2)], device="cpu").W for b2 in (0.999, 0.95)}
+    assert not np.array_equal(W[0.999], W[0.95])
+    # betas (0, 0): m = G, v = G^2, no bias correction: the step is sign descent's
+    W0 = train_cells([Cell(**base, adam_beta1=0.0, adam_beta2=0.0)], device="cpu").W
+    sign = train_cells([Cell(**{**base, "optimizer": "sign"})], device="cpu").W
+    np.testing.assert_allclose(W0, sign)
+    explicit = StepRule("adam", 0.05, ADAM_BETAS)
+    assert explicit.betas == make_rule(default.settings("train"), 0.05)().betas
+    for bad in (1.0, -0.1):
+        with pytest.raises(CellError, match="adam_beta2 must be a number in"):
+            Cell(optimizer="adam", adam_beta2=bad)

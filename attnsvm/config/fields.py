@@ -598,6 +598,48 @@ FIELDS: tuple[Field, ...] = (
         probe=Probe(1),
         axis=False,
     ),
+    Field(
+        name="ridge",
+        kind="real",
+        default=2.220446049250313e-16,
+        doc="KQ only: the ridge eps_r on ||K||_F^2 + ||Q||_F^2 in the training loss (>= 0; "
+        "default float64 machine epsilon, the official code's; docs/science.md 3, 11)",
+        long_name="ridge on K and Q",
+        stages=("train",),
+        must="a non-negative finite number",
+        bounds={"ge": 0},
+        allowed=">= 0",
+        applies=lambda c: c.param == "KQ" and c.task != "regpath",
+        probe=Probe(0.1, {"param": "KQ"}),
+    ),
+    Field(
+        name="adam_beta1",
+        kind="real",
+        default=0.9,
+        doc="optimizer adam only: beta_1, the decay of the first-moment average (0 <= beta_1 < 1; "
+        "default torch's; docs/science.md 10)",
+        long_name="Adam beta_1",
+        stages=("train",),
+        must="a number in [0, 1)",
+        bounds={"ge": 0, "lt": 1},
+        allowed="[0, 1)",
+        applies=lambda c: c.optimizer == "adam",
+        probe=Probe(0.5, {"optimizer": "adam"}),
+    ),
+    Field(
+        name="adam_beta2",
+        kind="real",
+        default=0.999,
+        doc="optimizer adam only: beta_2, the decay of the second-moment average (0 <= beta_2 < "
+        "1; default torch's; docs/science.md 10)",
+        long_name="Adam beta_2",
+        stages=("train",),
+        must="a number in [0, 1)",
+        bounds={"ge": 0, "lt": 1},
+        allowed="[0, 1)",
+        applies=lambda c: c.optimizer == "adam",
+        probe=Probe(0.95, {"optimizer": "adam"}),
+    ),
     # new fields go here, above this line (docs/extending.md)
 )
 """Every cell field, in the order of the :class:`~attnsvm.config.cell.Cell` dataclass."""

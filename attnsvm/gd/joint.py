@@ -26,7 +26,6 @@ from attnsvm.config.settings import Settings
 from attnsvm.gd.device import resolve_device, to_device
 from attnsvm.gd.kernel import reference_token, sigmoid
 from attnsvm.gd.model import (
-    RIDGE,
     Objective,
     combined_matrix,
     loss_fn,
@@ -167,7 +166,7 @@ def train_joint_batch(
     head_lr: float | None = None,
     device: str = "auto",
     eps: float | None = None,
-    ridge: float = RIDGE,
+    ridge: float | None = None,
     stable: bool = True,
     gradient: str = "analytic",
     mask: np.ndarray | None = None,

@@ -35,13 +35,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnsvm.config.fields import CHOICES
+from attnsvm.config.fields import CHOICES, DEFAULTS
 from attnsvm.config.settings import Settings
 from attnsvm.gd.kernel import Attention, attended_token, logistic, reference_token
 
-RIDGE = 2.220446049250313e-16
-"""Ridge eps_r = float64 machine epsilon on ``||K||_F^2 + ||Q||_F^2`` for KQ (docs/science.md
-§3; the official code's "smallest representable number" lambda)."""
+RIDGE: float = DEFAULTS["ridge"]
+"""The default ridge eps_r = float64 machine epsilon on ``||K||_F^2 + ||Q||_F^2`` for KQ
+(docs/science.md §3; the official code's "smallest representable number" lambda); a cell's
+is its field ``ridge`` (the training settings), which a ``ridge`` keyword overrides."""
 
 
 def check_choice(name: str, value: object, allowed: Sequence[str]) -> None:
@@ -103,7 +104,7 @@ def loss_fn(
     V: Tensor | None,
     settings: Any = None,
     *,
-    ridge: float = RIDGE,
+    ridge: float | None = None,
     stable: bool = True,
     mask: Tensor | None = None,
     **fields: Any,
@@ -111,8 +112,9 @@ def loss_fn(
     """Per-seed training loss (S,) and softmax (S, n, T) (docs/science.md §2-3).
 
     ``W = params["W"]`` or ``params["K"] @ params["Q"]^T``; for KQ the loss gets the ridge
-    ``ridge * (||K||_F^2 + ||Q||_F^2)``. Differentiable with autograd. ``settings`` /
-    ``fields``: the training settings (:func:`train_settings`: ``param``, ``head``, ``lam``);
+    ``ridge * (||K||_F^2 + ||Q||_F^2)`` (None: the settings' ``ridge``). Differentiable with
+    autograd. ``settings`` / ``fields``: the training settings (:func:`train_settings`:
+    ``param``, ``head``, ``lam``, ``ridge``);
     ``stable``: the attended token of §3; ``mask`` (S, n, T) bool: the attended tokens.
     """
     o = train_settings(settings, **fields)
@@ -121,7 +123,8 @@ def loss_fn(
     loss = logistic_loss(Y, head_output(r, o.head, v, V, o.lam))
     if o.param == "KQ":
         K, Q = params["K"], params["Q"]
-        loss = loss + ridge * ((K * K).sum((-2, -1)) + (Q * Q).sum((-2, -1)))
+        r = o.ridge if ridge is None else ridge
+        loss = loss + r * ((K * K).sum((-2, -1)) + (Q * Q).sum((-2, -1)))
     return loss, s
 
 
@@ -169,7 +172,7 @@ class Objective:
         V: Tensor | None,
         settings: Any = None,
         *,
-        ridge: float = RIDGE,
+        ridge: float | None = None,
         stable: bool = True,
         mask: Tensor | None = None,
         **fields: Any,
@@ -184,7 +187,7 @@ class Objective:
         self.shape = (S, n, T, d)
         self.settings = o
         self.param, self.head, self.lam = param, head, float(o.lam)
-        self.ridge, self.stable = float(ridge), stable
+        self.ridge, self.stable = float(o.ridge if ridge is None else ridge), stable
         self.attention = Attention(X, Z, o, mask)
         self.X, self.Z, self.v, self.V = X, Z, v, V
         self.X_cols = X.transpose(-1, -2).reshape(S * n, d, T)  # (S n, d, T): X_i^T dl_i

@@ -27,7 +27,7 @@ from torch import Tensor
 from attnsvm.config.settings import Settings
 from attnsvm.gd.device import describe_device, resolve_device, to_device
 from attnsvm.gd.kernel import Attention, attended_token, logistic
-from attnsvm.gd.model import RIDGE, check_choice, logistic_loss, train_settings
+from attnsvm.gd.model import check_choice, logistic_loss, train_settings
 from attnsvm.gd.train import TORCH_DTYPES, _check_checkpoints, _normalized_step, _zero_if_finite
 
 #: stream of the initializations of heads 2..H (head 1 is make_init's, so H = 1 is unchanged)
@@ -64,7 +64,7 @@ def _per_head(X: Tensor, Z: Tensor, H: int) -> tuple[Tensor, Tensor]:
 
 def multi_loss_fn(
     params: dict[str, Tensor], X: Tensor, Y: Tensor, Z: Tensor, v: Tensor,
-    settings: Settings | None = None, *, ridge: float = RIDGE, **fields,
+    settings: Settings | None = None, *, ridge: float | None = None, **fields,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
     """Per-seed loss (S,) and per-head softmax (S, H, n, T), differentiable by autograd.
 
@@ -88,7 +88,8 @@ def multi_loss_fn(
     loss = logistic_loss(Y, f)
     if param == "KQ":
         K, Q = params["K"], params["Q"]
-        loss = loss + ridge * ((K * K).sum((-3, -2, -1)) + (Q * Q).sum((-3, -2, -1)))
+        r = o.ridge if ridge is None else ridge
+        loss = loss + r * ((K * K).sum((-3, -2, -1)) + (Q * Q).sum((-3, -2, -1)))
     return loss, s.view(S, H, *s.shape[1:])
 
 
@@ -104,13 +105,14 @@ class MultiObjective:
 
     def __init__(
         self, X: Tensor, Y: Tensor, Z: Tensor, v: Tensor, settings: Settings | None = None, *,
-        ridge: float = RIDGE, **fields,
+        ridge: float | None = None, **fields,
     ) -> None:  # fmt: skip
         o = train_settings(settings, **fields)
         check_choice("param", o.param, ("W", "KQ"))
         S, n, T, d = X.shape
         H = self.H = int(o.heads)
-        self.shape, self.param, self.ridge = (S, n, T, d), o.param, float(ridge)
+        self.shape, self.param = (S, n, T, d), o.param
+        self.ridge = float(o.ridge if ridge is None else ridge)
         self.attention = Attention(*_per_head(X, Z, H), o)  # the heads as S H rows
         Xc = X.transpose(-1, -2).reshape(S, 1, n * d, T).expand(S, H, n * d, T)
         self.X_cols = Xc.reshape(S * H * n, d, T)
@@ -189,7 +191,7 @@ def pack_heads(init: dict[str, np.ndarray], param: str) -> np.ndarray:
 def train_multihead(
     X: np.ndarray, Y: np.ndarray, Z: np.ndarray, v: np.ndarray, init: dict[str, np.ndarray],
     settings: Settings | None = None, *, device: str = "auto", eps: float | None = None,
-    ridge: float = RIDGE, **fields,
+    ridge: float | None = None, **fields,
 ) -> MultiTrainResult:  # fmt: skip
     """Full-batch GD on S seeds of the H-head model (docs/science.md §12, §3).
 

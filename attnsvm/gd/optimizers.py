@@ -24,6 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from attnsvm.config.fields import DEFAULTS
+
 #: the step rules of this module (Cell.optimizer values; docs/science.md §10)
 STEEPEST = ("sign", "adam", "spectral", "mirror1p5", "mirror3", "polyak")
 #: longest Polyak step (Frobenius norm over the parameters of a seed): a run heading to a
@@ -43,8 +45,8 @@ PREDICTED_NORM = {
     "mirror3": "l3",
     "polyak": "fro",
 }
-#: Adam's betas (torch.optim.Adam's defaults)
-ADAM_BETAS = (0.9, 0.999)
+#: Adam's default betas (torch.optim.Adam's; a cell's are its fields adam_beta1, adam_beta2)
+ADAM_BETAS = (DEFAULTS["adam_beta1"], DEFAULTS["adam_beta2"])
 #: Adam's epsilon: far below the gradients of the runs (saturated attention has gradients of
 #: 1e-10 and less; torch's default 1e-8 would turn Adam into plain GD there, not sign descent)
 ADAM_EPS = 1e-30
@@ -91,13 +93,17 @@ class StepRule:
     """One training pass's step rule: ``step(G)`` is ``theta(k) - theta(k+1)``.
 
     :meth:`observe` wraps the objective so the rule sees the current ``theta`` and per-seed
-    ``loss`` of each step (mirror descent needs them); the loop is unchanged.
+    ``loss`` of each step (mirror descent needs them); the loop is unchanged. ``betas``:
+    Adam's (beta_1, beta_2), each in [0, 1).
     """
 
-    def __init__(self, optimizer: str, lr: float) -> None:
+    def __init__(self, optimizer: str, lr: float, betas: tuple[float, float] = ADAM_BETAS) -> None:
         if optimizer not in STEEPEST:
             raise ValueError(f"optimizer must be one of {', '.join(STEEPEST)}, got {optimizer!r}")
+        if len(betas) != 2 or not all(0.0 <= float(b) < 1.0 for b in betas):
+            raise ValueError(f"Adam's betas must be two numbers in [0, 1), got {betas!r}")
         self.optimizer, self.lr, self.k = optimizer, float(lr), 0
+        self.betas = (float(betas[0]), float(betas[1]))
         self.theta: Tensor | None = None
         self.loss: Tensor | None = None
         self.state: dict[str, Tensor] = {}
@@ -130,7 +136,7 @@ class StepRule:
         return self.lr * polar_factor(G)
 
     def _adam(self, G: Tensor) -> Tensor:
-        b1, b2 = ADAM_BETAS
+        b1, b2 = self.betas
         m = self.state.setdefault("m", torch.zeros_like(G))
         v = self.state.setdefault("v", torch.zeros_like(G))
         m.mul_(b1).add_(G, alpha=1 - b1)
@@ -189,8 +195,9 @@ def loss_floor(data: tuple, head: str = "linear", mask: Tensor | None = None) ->
 
 def make_rule(settings: Any, lr: float) -> functools.partial:
     """A factory of fresh :class:`StepRule` s of ``settings.optimizer`` (the training settings
-    of :meth:`attnsvm.config.cell.Cell.settings`) at step size ``lr``, one per training pass
-    (state starts empty); :mod:`attnsvm.gd.train` tells it from a stateless step by its type
-    (a partial)."""
-    StepRule(settings.optimizer, lr)  # checks the name now
-    return functools.partial(StepRule, settings.optimizer, lr)
+    of :meth:`attnsvm.config.cell.Cell.settings`, with Adam's ``adam_beta1``, ``adam_beta2``)
+    at step size ``lr``, one per training pass (state starts empty); :mod:`attnsvm.gd.train`
+    tells it from a stateless step by its type (a partial)."""
+    betas = (settings.adam_beta1, settings.adam_beta2)
+    StepRule(settings.optimizer, lr, betas)  # checks the name and the betas now
+    return functools.partial(StepRule, settings.optimizer, lr, betas)

@@ -27,7 +27,6 @@ from attnsvm.config.settings import Settings
 from attnsvm.gd.data import make_dataset, make_init
 from attnsvm.gd.device import describe_device, resolve_device, to_device
 from attnsvm.gd.model import (
-    RIDGE,
     Objective,
     check_choice,
     combined_matrix,
@@ -401,7 +400,7 @@ def train_batch(
     *,
     device: str = "auto",
     eps: float | None = None,
-    ridge: float = RIDGE,
+    ridge: float | None = None,
     stable: bool = True,
     gradient: str = "analytic",
     mask: np.ndarray | None = None,

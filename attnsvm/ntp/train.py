@@ -19,7 +19,7 @@ from torch import Tensor
 from attnsvm.config.settings import Settings
 from attnsvm.gd.device import describe_device, resolve_device
 from attnsvm.gd.kernel import Attention, next_token_loss
-from attnsvm.gd.model import RIDGE, train_settings
+from attnsvm.gd.model import train_settings
 
 
 @dataclass
@@ -66,10 +66,10 @@ def train_ntp(
 ) -> NTPTrainResult:
     """Train S seeds at once: X (S, n, T, d), Z (S, n, d), label (S, n, T) bool, init
     ``{"W": (S, d, d)}`` or ``{"K", "Q": (S, d, m)}``; ``settings`` / ``fields``: the training
-    settings (checkpoints, lr, optimizer), as for :func:`attnsvm.gd.train.train_batch`.
-    Normalized GD (K and Q each normalized, the vanishing ridge of §3 on KQ) or plain GD;
-    checkpoint k is the state after k steps. A seed whose loss or step goes non-finite keeps
-    its last finite state (flagged)."""
+    settings (checkpoints, lr, optimizer, ridge), as for :func:`attnsvm.gd.train.train_batch`.
+    Normalized GD (K and Q each normalized, the settings' vanishing ridge of §3 on KQ) or
+    plain GD; checkpoint k is the state after k steps. A seed whose loss or step goes
+    non-finite keeps its last finite state (flagged)."""
     o = train_settings(settings, **fields)
     checkpoints, lr, optimizer = o.checkpoints, o.lr, o.optimizer
     t0 = time.perf_counter()
@@ -101,8 +101,8 @@ def train_ntp(
         if k == ks[-1]:
             break
         grads = {"W": G} if "W" in P else {
-            "K": G @ P["Q"] + 2 * RIDGE * P["K"],
-            "Q": G.transpose(-1, -2) @ P["K"] + 2 * RIDGE * P["Q"],
+            "K": G @ P["Q"] + 2 * o.ridge * P["K"],
+            "Q": G.transpose(-1, -2) @ P["K"] + 2 * o.ridge * P["Q"],
         }  # fmt: skip
         steps = {
             name: _normalized(g, lr, eps) if optimizer == "normalized" else lr * g

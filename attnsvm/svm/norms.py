@@ -19,7 +19,9 @@ most ``GAP_TOL``, else ``optimal_inaccurate``.
 
 The max-entry and spectral SVMs need not have a unique solution (their unit balls have flat
 faces): :func:`margin_ratio` measures how close a direction is to the optimal margin, which
-does not depend on which solution the solver returned.
+does not depend on which solution the solver returned. For the spectral SVM the optimal face
+is wide enough that a correlation with the returned solution says more about the solver than
+about the direction (:data:`WIDE_FACE`): only its margin ratio is stored.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ from attnsvm.svm.frobenius import VERIFY_TOL, SVMResult, scale_onto, violation
 
 #: the norms of this module: name -> (p of the entrywise norm, or "spec"), description
 NORMS: dict[str, float | str] = {"max": np.inf, "spec": "spec", "l1p5": 1.5, "l3": 3.0}
+#: the norms whose SVM's optimal face is wide (issue 29): the spectral ball's flat faces make
+#: the set of optimal W large, so the correlation of a direction with the one solution the
+#: solver returns depends on the solver; for these only :func:`margin_ratio` is stored, which
+#: is the same for every optimal solution (docs/store.md)
+WIDE_FACE: tuple[str, ...] = ("spec",)
 #: the norms :func:`matrix_norm` also knows (the Frobenius and nuclear SVMs' own)
 _ALSO = {"fro": 2.0, "nuc": "nuc"}
 #: relative duality gap an ``optimal`` answer must certify (Clarabel reaches ~1e-9 here)

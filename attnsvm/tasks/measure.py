@@ -85,7 +85,8 @@ def stored_scalars(cell: Cell) -> tuple[str, ...]:
     if cell.task == "train":
         out += M.rate_scalars()
     if cell.norm_svms:
-        out += [f"{p}_{k}_alpha" for k in N.NORMS for p in (*_SVM_SCALARS, "corr")]
+        out += [f"{p}_{k}_alpha" for k in N.NORMS for p in _SVM_SCALARS]
+        out += [f"corr_{k}_alpha" for k in N.NORMS if k not in N.WIDE_FACE]
         out += [f"mratio_{k}_alpha" for k in ("fro", "nuc", *N.NORMS)]
     return tuple(out)
 
@@ -301,9 +302,11 @@ def _rates(res: CellResult) -> None:
 
 def _norm_svms(res: CellResult, cons, cache: SolveCache) -> None:
     """The max-entry, spectral and l_p Att-SVMs of alpha (docs/science.md §10): for each norm
-    the usual SVM scalars and corr curve, and ``mratio_<norm>_alpha``, the margin of W_GD's
-    direction in that norm relative to the SVM's (1: a max-margin direction, whichever of
-    several solutions; the Frobenius and nuclear SVMs get theirs too)."""
+    the usual SVM scalars and corr curve (not for the norms of ``N.WIDE_FACE``, whose
+    correlation depends on which optimal solution the solver returns), and
+    ``mratio_<norm>_alpha``, the margin of W_GD's direction in that norm relative to the
+    SVM's (1: a max-margin direction, whichever of several solutions; the Frobenius and
+    nuclear SVMs get theirs too)."""
     cell, sc = res.cell, res.scalars
     t0 = time.perf_counter()
     for norm in N.NORMS:
@@ -313,6 +316,8 @@ def _norm_svms(res: CellResult, cons, cache: SolveCache) -> None:
         sc[f"erank_{norm}_alpha"] = M.effective_rank(W)
         sc[f"objective_{norm}_alpha"] = r.objective if r.solved else np.nan
         sc[f"feasible_{norm}_alpha"] = feasible_flag(r)
+        if norm in N.WIDE_FACE:
+            continue
         curve = M.corr_batch(res.W, r.W[None]) if r.solved else np.full(len(res.W), np.nan)
         res.curves[f"corr_{norm}_alpha"] = curve
         sc[f"corr_{norm}_alpha"] = float(curve[-1])

@@ -1,15 +1,20 @@
 """Which norm does each optimizer's attention minimize? (docs/science.md §10, beyond the paper.)
 
 Grid axes ``optimizer`` (normalized, sign, adam, spectral, mirror1p5, mirror3), optionally
-``param`` and ``d``; cells with ``norm_svms: true``. (a) heatmap optimizer x norm of the mean
+``param`` and ``d``, and Adam's ``adam_beta1`` / ``adam_beta2`` (one row per value, issue 29);
+cells with ``norm_svms: true``. (a) heatmap optimizer x norm of the mean
 final corr(W_GD, SVM_norm(alpha)), the cell the linear theory predicts outlined; (b) the same
 for the margin ratio (1: W_GD's direction is a max-margin direction in that norm, whichever
 solution); (c) mean corr with the predicted norm's SVM vs iteration per optimizer; (d) when
 ``d`` is a grid axis: the diagonal's lead, final corr with the predicted SVM minus the best
-corr with any other norm's SVM, vs d (> 0: the prediction wins).
+corr with any other norm's SVM, vs d (> 0: the prediction wins). The spectral SVM's corr is
+not stored (its optimal face is wide, :data:`attnsvm.svm.norms.WIDE_FACE`): its column of (a)
+is empty, and a prediction of the spectral norm is judged by the margin ratio, panel (b).
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import seaborn as sns
@@ -20,12 +25,20 @@ from attnsvm.gd.optimizers import PREDICTED_NORM
 from attnsvm.report import captions, style
 from attnsvm.report import sweepdata as sd
 from attnsvm.report.figures import Figure
+from attnsvm.svm.norms import WIDE_FACE
 
 #: the SVM norms compared, in column order (attnsvm.svm.norms + Frobenius and nuclear)
 NORMS = ("fro", "nuc", "max", "spec", "l1p5", "l3")
 NORM_LABELS = {"fro": "Frob.", "nuc": "nuclear", "max": "max-entry", "spec": "spectral",
                "l1p5": r"$\ell_{1.5}$", "l3": r"$\ell_3$"}  # fmt: skip
-VARIABLES = tuple(f"{k}_{n}_alpha" for k in ("corr", "mratio", "curve_corr") for n in NORMS)
+#: the norms whose corr is not stored (their optimal face is wide: attnsvm.svm.norms)
+NO_CORR = WIDE_FACE
+VARIABLES = tuple(
+    f"{k}_{n}_alpha"
+    for k in ("corr", "mratio", "curve_corr")
+    for n in NORMS
+    if k == "mratio" or n not in NO_CORR
+)
 
 
 def predicted(opt: str, param: str) -> str | None:
@@ -36,33 +49,50 @@ def predicted(opt: str, param: str) -> str | None:
     return PREDICTED_NORM.get(opt)
 
 
-def rows_of(summary: xr.Dataset) -> list[tuple[str, str]]:
-    """(optimizer, param) rows of the heatmaps, in the grid's order."""
+#: grid axes that split an optimizer's row, one row per value (Adam's betas, issue 29)
+ROW_AXES = ("adam_beta1", "adam_beta2")
+#: a row of the heatmaps: optimizer, param and the values of the row axes ((axis, value), ...)
+Row = tuple[str, str, tuple[tuple[str, float], ...]]
+
+
+def rows_of(summary: xr.Dataset) -> list[Row]:
+    """(optimizer, param, split) rows of the heatmaps, in the grid's order; ``split`` holds
+    the values of the :data:`ROW_AXES` that are grid axes (empty without them)."""
     if "optimizer" in summary.dims:
         opts = [str(o) for o in np.atleast_1d(summary["optimizer"].values)]
     else:
         opts = [str(summary.attrs.get("fixed_optimizer", "normalized"))]
-    return [(o, p) for p in captions.params(summary) for o in opts]
+    axes = [[(a, float(v)) for v in summary[a].values] for a in ROW_AXES if a in summary.dims]
+    splits = list(itertools.product(*axes))
+    return [(o, p, sp) for p in captions.params(summary) for o in opts for sp in splits]
+
+
+def label(row: Row, with_param: bool = True) -> str:
+    """``optimizer``, with ``(param)`` when asked and the row axes' values (``β2 = 0.95``)."""
+    o, p, split = row
+    text = f"{o} ({p})" if with_param else o
+    greek = {"adam_beta1": "β1", "adam_beta2": "β2"}
+    return ", ".join([text, *(f"{greek[a]} = {captions.fmt(v)}" for a, v in split)])
 
 
 def table(summary: xr.Dataset, prefix: str, keep=(), **point) -> np.ndarray:
     """(rows, norms, *keep) pooled means of ``<prefix>_<norm>_alpha`` (NaN where absent)."""
     out = []
-    for o, p in rows_of(summary):
+    for o, p, split in rows_of(summary):
         out.append([sd.pooled(summary, f"{prefix}_{n}_alpha", keep, optimizer=o, param=p,
-                              **point)[0] for n in NORMS])  # fmt: skip
+                              **dict(split), **point)[0] for n in NORMS])  # fmt: skip
     return np.asarray(out, float)
 
 
 def _heatmap(ax, summary, prefix: str, title: str, letter: str) -> None:
     rows = rows_of(summary)
     vals = table(summary, prefix)
-    labels = [o if len({p for _, p in rows}) == 1 else f"{o} ({p})" for o, p in rows]
+    labels = [label(r, len({p for _, p, _ in rows}) > 1) for r in rows]
     text = np.vectorize(lambda x: "" if not np.isfinite(x) else f"{x:.2f}".replace("0.", "."))
     sns.heatmap(vals, ax=ax, vmin=0, vmax=1, cmap="viridis", annot=text(vals), fmt="",
                 annot_kws={"fontsize": 4.5}, cbar=False,
                 xticklabels=[NORM_LABELS[n] for n in NORMS], yticklabels=labels)  # fmt: skip
-    for i, (o, p) in enumerate(rows):
+    for i, (o, p, _) in enumerate(rows):
         if (n := predicted(o, p)) is not None:
             ax.add_patch(_box(NORMS.index(n), i))
     ax.set_xlabel("SVM norm")
@@ -76,7 +106,7 @@ def _box(x: int, y: int):
     return Rectangle((x, y), 1, 1, fill=False, edgecolor="red", lw=1.2)
 
 
-def _colors(summary) -> dict[tuple[str, str], tuple]:
+def _colors(summary) -> dict[Row, tuple]:
     """One colour per (optimizer, param) row, the same in panels (c) and (d)."""
     rows = rows_of(summary)
     return dict(zip(rows, sns.color_palette("tab10", len(rows)), strict=True))
@@ -84,11 +114,14 @@ def _colors(summary) -> dict[tuple[str, str], tuple]:
 
 def _curves(ax, summary, it) -> None:
     colors = _colors(summary)
-    for o, p in rows_of(summary):
-        if (n := predicted(o, p)) is None:
+    for row in rows_of(summary):
+        o, p, split = row
+        if (n := predicted(o, p)) is None or n in NO_CORR:
             continue
-        mean, _, _ = sd.pooled(summary, f"curve_corr_{n}_alpha", optimizer=o, param=p)
-        ax.plot(it, mean, color=colors[(o, p)], label=f"{o} ({p}) vs {NORM_LABELS[n]}")
+        mean, _, _ = sd.pooled(
+            summary, f"curve_corr_{n}_alpha", optimizer=o, param=p, **dict(split)
+        )
+        ax.plot(it, mean, color=colors[row], label=f"{label(row)} vs {NORM_LABELS[n]}")
     ax.set_xscale("log")
     ax.axhline(1.0, color="0.6", lw=0.5)
     ax.set_xlabel("iteration $k$")
@@ -96,24 +129,24 @@ def _curves(ax, summary, it) -> None:
     style.panel_label(ax, "c", "vs iteration")
 
 
-def lead(summary: xr.Dataset, keep=()) -> dict[tuple[str, str], np.ndarray]:
+def lead(summary: xr.Dataset, keep=()) -> dict[Row, np.ndarray]:
     """Per row with a prediction: mean final corr with the predicted SVM minus the largest mean
     final corr with another norm's SVM (> 0: the prediction wins), over ``keep`` dims."""
     vals = table(summary, "corr", keep)
     out = {}
-    for i, (o, p) in enumerate(rows_of(summary)):
-        if (n := predicted(o, p)) is not None:
+    for i, row in enumerate(rows_of(summary)):
+        if (n := predicted(*row[:2])) is not None and n not in NO_CORR:
             j = NORMS.index(n)
             others = np.delete(vals[i], j, axis=0)
-            out[(o, p)] = vals[i, j] - np.nanmax(others, axis=0)
+            out[row] = vals[i, j] - np.nanmax(others, axis=0)
     return out
 
 
 def _versus_d(ax, summary) -> None:
     ds = np.asarray(summary["d"].values, float)
     colors = _colors(summary)
-    for (o, p), v in lead(summary, keep=("d",)).items():
-        ax.plot(ds, v, marker="o", ms=3, color=colors[(o, p)])
+    for row, v in lead(summary, keep=("d",)).items():
+        ax.plot(ds, v, marker="o", ms=3, color=colors[row])
     ax.axhline(0.0, color="0.6", lw=0.5)
     ax.set_xlabel("$d$")
     ax.set_ylabel("corr lead of predicted SVM")
@@ -124,8 +157,9 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     """(a, b) heatmaps and (c) curves from the summary; (d) when d is a grid axis."""
     with_d = "d" in summary.dims and summary.sizes["d"] > 1
     extra = [
-        "(a) mean final corr(W_GD, SVM of α in each norm), (b) mean margin ratio in each norm "
-        "(1: a max-margin direction); red boxes: the norm the linear theory predicts",
+        "(a) mean final corr(W_GD, SVM of α in each norm; spectral: not stored, its optimal face "
+        "is wide), (b) mean margin ratio in each norm (1: a max-margin direction); red boxes: "
+        "the norm the linear theory predicts",
         "(c) mean corr with the predicted norm's SVM; (d) predicted corr minus the best other",
     ]
     footer = style.footer_text(sweep, extra=extra, unit="point (optimizer, ...)")
@@ -148,31 +182,43 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
 def numbers(summary: xr.Dataset) -> list[str]:
     """Per optimizer with a prediction: its predicted norm, the mean final corr with that
     norm's SVM, the norm with the largest mean corr, and whether the prediction held (without
-    one: the norm with the largest mean corr); per d, the prediction's lead."""
+    one: the norm with the largest mean corr); a prediction of a norm whose corr is not stored
+    (:data:`NO_CORR`) by the margin ratios instead; per d, the prediction's lead."""
     vals = table(summary, "corr")
     mr = table(summary, "mratio")
     out = []
-    for i, (o, p) in enumerate(rows_of(summary)):
+    for i, row in enumerate(rows_of(summary)):
+        o, p, _ = row
         n = predicted(o, p)
+        head = f"*{label(row, False)}* on *{p}*"
         if not np.isfinite(vals[i]).any():
             continue
         if n is None:
             k = int(np.nanargmax(vals[i]))
-            out.append(f"*{o}* on *{p}*: no prediction; largest final corr with the "
+            out.append(f"{head}: no prediction; largest final corr with the "
                        f"{NORMS[k]} SVM, {captions.fmt(vals[i, k])}")  # fmt: skip
+            continue
+        if n in NO_CORR:
+            j, best = NORMS.index(n), NORMS[int(np.nanargmax(mr[i]))]
+            held = "held" if best == n else f"did not hold (largest margin ratio: {best})"
+            out.append(
+                f"{head}: predicted {n}, margin ratio {captions.fmt(mr[i, j])} (corr not "
+                f"stored: the {n} SVM's optimal face is wide); by the margin ratios the "
+                f"prediction {held}"
+            )
             continue
         j, best = NORMS.index(n), NORMS[int(np.nanargmax(vals[i]))]
         held = "held" if best == n else f"did not hold (largest: {best})"
         out.append(
-            f"*{o}* on *{p}*: predicted {n}, final corr {captions.fmt(vals[i, j])}, margin ratio "
+            f"{head}: predicted {n}, final corr {captions.fmt(vals[i, j])}, margin ratio "
             f"{captions.fmt(mr[i, j])}; the prediction {held}"
         )
     if "d" in summary.dims and summary.sizes["d"] > 1:
         ds = [captions.fmt(x) for x in summary["d"].values]
-        for (o, p), v in lead(summary, keep=("d",)).items():
+        for row, v in lead(summary, keep=("d",)).items():
             per_d = "; ".join(f"d = {d}: {captions.fmt(x)}" for d, x in zip(ds, v, strict=True))
-            out.append(f"lead of the predicted SVM's corr over the best other, *{o}* on *{p}*: "
-                       + per_d)  # fmt: skip
+            head = f"*{label(row, False)}* on *{row[1]}*"
+            out.append(f"lead of the predicted SVM's corr over the best other, {head}: {per_d}")
     return out
 
 
@@ -189,7 +235,9 @@ FIGURE = Figure(
         "The linear theory predicts the outlined cells: normalized GD the Frobenius SVM, sign "
         "descent and Adam the max-entry SVM, spectral descent the spectral SVM, l_p mirror "
         "descent the l_p SVM, normalized GD on (K, Q) the nuclear SVM. A prediction holds "
-        "where its cell is the largest of its row."
+        "where its cell is the largest of its row; the spectral SVM's optimal face is wide, "
+        "so its correlation, which depends on the solution the solver returns, is not stored "
+        "and its prediction is read in the margin ratios."
     ),
     plot=plot,
     numbers=numbers,
