@@ -131,3 +131,93 @@ def test_new_fields_at_their_defaults_keep_the_description():
 def test_bad_combinations_are_refused_with_one_clear_error(values, match):
     with pytest.raises((CellError, ValueError), match=match):
         Cell(**values)
+
+
+# ----------------------------------------------------------------------------- claims and figure
+def _b13_claims():
+    import yaml
+    from pydantic import TypeAdapter
+
+    from attnsvm.config.claims import Claim
+
+    raw = yaml.safe_load(open("config/config.yaml"))["experiments"]["b13_benign"]["claims"]
+    return {c.name: c for c in TypeAdapter(list[Claim]).validate_python(raw)}
+
+
+def _sweep(excess: dict[float, float], excess_mm: dict[float, float], seeds: int = 8):
+    """A sweep along snr with per-seed ``test_excess`` ~ N(excess[snr], 0.005) and the
+    interpolator's likewise (gap = their difference): a known truth."""
+    import xarray as xr
+
+    rng = np.random.default_rng(0)
+    snrs = list(excess)
+    ex = np.stack([rng.normal(excess[s], 0.005, seeds) for s in snrs])
+    mm = np.stack([rng.normal(excess_mm[s], 0.005, seeds) for s in snrs])
+    dims = ("snr", "seed")
+    return xr.Dataset(
+        {
+            "status": (dims, np.zeros(ex.shape, np.int8)),
+            "test_excess": (dims, ex),
+            "test_excess_mm": (dims, mm),
+            "gd_mm_gap": (dims, ex - mm),
+        },
+        coords={"snr": snrs, "seed": np.arange(seeds)},
+        attrs={"axes": ["snr"]},
+    )
+
+
+@pytest.mark.parametrize(
+    ("excess", "excess_mm", "verdicts"),
+    [
+        # benign above the threshold, harmful interpolator below: the papers' picture
+        ({0.1: 0.25, 0.3: 0.15, 1.0: 0.01, 3.0: 0.0}, {0.1: 0.27, 0.3: 0.2, 1.0: 0.03, 3.0: 0.02},
+         {"benign_above_threshold": "PASS", "interpolator_harmful_below": "PASS",
+          "gd_tracks_interpolator": "PASS", "excess_falls_with_snr": "PASS"}),
+        # harmful everywhere, GD far from the interpolator, excess rising with the SNR
+        ({0.1: 0.0, 0.3: 0.05, 1.0: 0.2, 3.0: 0.3}, {0.1: 0.02, 0.3: 0.05, 1.0: 0.45, 3.0: 0.45},
+         {"benign_above_threshold": "FAIL", "interpolator_harmful_below": "FAIL",
+          "gd_tracks_interpolator": "FAIL", "excess_falls_with_snr": "FAIL"}),
+    ],
+)  # fmt: skip
+def test_the_claims_of_b13_give_the_known_verdicts(excess, excess_mm, verdicts):
+    from attnsvm.claims.evaluate import evaluate_claim
+
+    sweep, cl = _sweep(excess, excess_mm), _b13_claims()
+    for name, want in verdicts.items():
+        assert evaluate_claim(sweep, cl[name], "b13_benign")["verdict"] == want, name
+
+
+def test_benign_figure_renders_from_a_tiny_pipeline(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from attnsvm.plan import parse_experiment
+    from attnsvm.report.draw import make_figure
+    from attnsvm.report.figures import figure_module
+    from attnsvm.sweep.collect import collect_sweep
+    from attnsvm.sweep.summary import summarize
+    from attnsvm.sweep.worker import write_block
+
+    fixed = {"generator": "signal_noise", "n": 4, "T": 3, "d": 8, "label_flip": 0.25,
+             "n_test": 40, "iterations": 30, "checkpoint_count": 5}  # fmt: skip
+    raw = {"fixed": fixed, "grid": {"snr": [0.3, 3.0]}, "seeds": 2, "figures": ["benign"]}
+    exp = parse_experiment("t_benign", raw, 64)
+    paths = {
+        b.name: write_block(
+            b.cells, tmp_path / f"{b.name}.zarr", experiment=exp.name, block=b.name, device="cpu"
+        )
+        for b in exp.blocks()
+    }
+    sweep = collect_sweep(exp, paths)
+    summary = summarize(sweep)
+    pdf, png, caption = (tmp_path / f"benign.{x}" for x in ("pdf", "png", "caption.rst"))
+    make_figure("benign", sweep, summary, pdf, png, caption)
+    assert pdf.stat().st_size > 1000 and png.stat().st_size > 1000
+    text = caption.read_text()
+    assert "4 ok, 0 nonfinite, 0 failed, 0 missing" in text
+    from attnsvm.report.captions import fmt
+
+    mean = float(summary["test_err_mean"].sel(snr=3.0))
+    assert "mean final test error of GD: snr = 0.3: " in text and f"snr = 3: {fmt(mean)}" in text
+    plotted = figure_module("benign").plot(sweep, summary)
+    assert len(plotted.texts) == 1 and all(ax.get_legend() is None for ax in plotted.axes)
+    plt.close(plotted)
