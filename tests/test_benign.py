@@ -187,20 +187,19 @@ def test_the_claims_of_b13_give_the_known_verdicts(excess, excess_mm, verdicts):
         assert evaluate_claim(sweep, cl[name], "b13_benign")["verdict"] == want, name
 
 
-def test_benign_figure_renders_from_a_tiny_pipeline(tmp_path):
-    import matplotlib.pyplot as plt
-
+def _tiny_run(tmp_path, grid: dict, name: str):
     from attnsvm.plan import parse_experiment
     from attnsvm.report.draw import make_figure
-    from attnsvm.report.figures import figure_module
     from attnsvm.sweep.collect import collect_sweep
     from attnsvm.sweep.summary import summarize
     from attnsvm.sweep.worker import write_block
 
     fixed = {"generator": "signal_noise", "n": 4, "T": 3, "d": 8, "label_flip": 0.25,
              "n_test": 40, "iterations": 30, "checkpoint_count": 5}  # fmt: skip
-    raw = {"fixed": fixed, "grid": {"snr": [0.3, 3.0]}, "seeds": 2, "figures": ["benign"]}
-    exp = parse_experiment("t_benign", raw, 64)
+    for k in grid:
+        fixed.pop(k, None)
+    raw = {"fixed": fixed, "grid": grid, "seeds": 2, "figures": [name]}
+    exp = parse_experiment(f"t_{name}", raw, 64)
     paths = {
         b.name: write_block(
             b.cells, tmp_path / f"{b.name}.zarr", experiment=exp.name, block=b.name, device="cpu"
@@ -209,15 +208,39 @@ def test_benign_figure_renders_from_a_tiny_pipeline(tmp_path):
     }
     sweep = collect_sweep(exp, paths)
     summary = summarize(sweep)
-    pdf, png, caption = (tmp_path / f"benign.{x}" for x in ("pdf", "png", "caption.rst"))
-    make_figure("benign", sweep, summary, pdf, png, caption)
+    pdf, png, caption = (tmp_path / f"{name}.{x}" for x in ("pdf", "png", "caption.rst"))
+    make_figure(name, sweep, summary, pdf, png, caption)
     assert pdf.stat().st_size > 1000 and png.stat().st_size > 1000
-    text = caption.read_text()
-    assert "4 ok, 0 nonfinite, 0 failed, 0 missing" in text
-    from attnsvm.report.captions import fmt
+    return sweep, summary, caption.read_text()
 
+
+def test_benign_figure_renders_from_a_tiny_pipeline(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from attnsvm.report.captions import fmt
+    from attnsvm.report.figures import figure_module
+
+    sweep, summary, text = _tiny_run(tmp_path, {"snr": [0.3, 3.0]}, "benign")
+    assert "4 ok, 0 nonfinite, 0 failed, 0 missing" in text
     mean = float(summary["test_err_mean"].sel(snr=3.0))
     assert "mean final test error of GD: snr = 0.3: " in text and f"snr = 3: {fmt(mean)}" in text
     plotted = figure_module("benign").plot(sweep, summary)
     assert len(plotted.texts) == 1 and all(ax.get_legend() is None for ax in plotted.axes)
+    plt.close(plotted)
+
+
+def test_benign_plane_draws_the_grid_means_and_the_threshold(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from attnsvm.report.figures import figure_module
+
+    sweep, summary, text = _tiny_run(tmp_path, {"snr": [0.3, 3.0], "n": [3, 4]}, "benign_plane")
+    assert "8 ok, 0 nonfinite, 0 failed, 0 missing" in text
+    plotted = figure_module("benign_plane").plot(sweep, summary)
+    cells = [t.get_text() for t in plotted.axes[0].texts]
+    want = summary["test_excess_mean"].transpose("n", "snr").values.ravel()
+    assert cells == [f"{v:.2f}" for v in want]
+    (line,) = plotted.axes[0].get_lines()  # SNR = 1/sqrt(n): between 0.3 and 3 for n = 3, 4
+    x = np.interp(np.log(1 / np.sqrt([3, 4])), np.log([0.3, 3.0]), [0, 1])
+    np.testing.assert_allclose(line.get_xdata(), x)
     plt.close(plotted)

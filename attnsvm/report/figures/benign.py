@@ -1,14 +1,14 @@
 """Benign overfitting of attention on the signal-noise token model (docs/science.md §15;
 Magen et al., arXiv 2410.07746; Sakamoto & Sato, arXiv 2409.17625).
 
-Grid axis ``snr`` (optionally ``n``, ``lr``, ``optimizer``: pooled). (a) The final test error
-of GD and of the max-margin interpolator (attention along the Att-SVM of the flipped labels'
-optimal tokens at infinite norm) against the SNR, mean ± std over seeds; dotted: the
-label-flip rate (the best test error); dashed: the papers' threshold ``SNR = 1 / sqrt(n)``
-(constant 1, which the papers leave open). (b) Training fit against test error over the
-iterations at the smallest and largest SNR, medians over seeds: the training error, the share
-of flipped labels fit and the test error (a delay between fit and generalization is Sakamoto &
-Sato's delayed generalization).
+Grid axis ``snr`` (optionally ``n``, a line each; other axes such as ``lr`` are pooled).
+(a) The final test error of GD and of the max-margin interpolator (attention along the
+Att-SVM of the flipped labels' optimal tokens at infinite norm) against the SNR, mean ± std
+over seeds; dotted: the label-flip rate (the best test error); dash-dotted: the papers'
+threshold ``SNR = 1 / sqrt(n)`` (constant 1, which the papers leave open). (b) Training fit
+against test error over the iterations at the smallest and largest SNR, medians over seeds:
+the training error, the share of flipped labels fit and the test error (a delay between fit
+and generalization is Sakamoto & Sato's delayed generalization).
 """
 
 from __future__ import annotations
