@@ -260,6 +260,43 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
         "mean_i sum_{t != alpha_i} s_it with alpha GD's final selection (docs/science.md "
         "section 14), summed directly (exact far below 1e-16)",
     ),
+    # generalization and label noise (section 15; cells with n_test > 0)
+    "test_loss": ("test loss", None, "logistic loss of the trained model on the test sample"),
+    "test_err": (
+        "test error",
+        "1",
+        "share of test examples with Y_i f_i <= 0 (test labels flipped like the training ones)",
+    ),
+    "test_flip_share": ("test flip share", "1", "share of the test sample's labels flipped"),
+    "test_excess": (
+        "excess test error",
+        "1",
+        "test_err - test_flip_share: 0 for a perfect selector of the signal token (section 15)",
+    ),
+    "train_err": ("training error", "1", "share of training examples with Y_i f_i <= 0"),
+    "flip_share": ("flip share", "1", "share of the training labels flipped"),
+    "flip_fit": (
+        "flipped labels fit",
+        "1",
+        "share of the flipped training labels the model fits (Y_i f_i > 0); NaN if none",
+    ),
+    "test_err_svm": (
+        "test error of the SVM direction",
+        "1",
+        "test error of attention along W_mm(alpha) at infinite norm (hard selection)",
+    ),
+    "test_err_mm": (
+        "test error of the max-margin interpolator",
+        "1",
+        "test error of attention along W_mm(opt), the Att-SVM of the stored (flipped) labels' "
+        "optimal tokens, at infinite norm (section 15); NaN when it is infeasible",
+    ),
+    "test_excess_mm": (
+        "excess test error of the interpolator",
+        "1",
+        "test_err_mm - test_flip_share (> 0: harmful overfitting, section 15)",
+    ),
+    "gd_mm_gap": ("GD - interpolator test error", "1", "test_err - test_err_mm"),
     "curve_radius": ("radius R", None, "radius of the regularization path at this checkpoint"),
     "curve_gd_margin": (
         "GD margin",

@@ -355,6 +355,8 @@ PROBES = [
     {"task": "ntp", "generator": "ntp_acyclic", "K": 4},
     {"attention": "causal"},
     {"attention": "self", "optimizer": "polyak"},
+    {"generator": "signal_noise", "label_flip": 0.3, "n_test": 10},
+    {"n_test": 10, "attention": "self", "param": "KQ"},
 ]
 
 

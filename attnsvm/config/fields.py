@@ -167,6 +167,10 @@ def _real(c: Any) -> bool:
     return c.generator in REAL_GENERATORS
 
 
+def _signal_noise(c: Any) -> bool:
+    return c.generator == "signal_noise"
+
+
 _DIGITS = "digits only: "
 FIELDS: tuple[Field, ...] = (
     Field(
@@ -176,7 +180,8 @@ FIELDS: tuple[Field, ...] = (
         doc="data generator (docs/science.md 1); relu draws V, orthonormal needs d >= T, toy2d "
         "needs n=2, T=3, d=2; the ntp_* generators go with task: ntp (8; synthetic ones need "
         "T <= K); digits / photos: patches of real images as tokens (9), d and T derived "
-        "(setting them is an error)",
+        "(setting them is an error); signal_noise: one signal token and T - 1 noise tokens, "
+        "labels flipped at rate label_flip (15; cross attention, linear head, d >= 2)",
         long_name="data generator",
         stages=("data",),
         choices=(
@@ -188,6 +193,7 @@ FIELDS: tuple[Field, ...] = (
             "ntp_cyclic",
             "ntp_text",
             *REAL_GENERATORS,
+            "signal_noise",
         ),
         described=ALWAYS,
         rule=rules.generator_rule,
@@ -640,6 +646,51 @@ FIELDS: tuple[Field, ...] = (
         applies=lambda c: c.optimizer == "adam",
         probe=Probe(0.95, {"optimizer": "adam"}),
     ),
+    Field(
+        name="snr",
+        kind="real",
+        default=1.0,
+        doc="signal_noise only: signal-to-noise ratio ||mu|| / (sigma sqrt(d)) of the signal "
+        "token (> 0; docs/science.md 15)",
+        long_name="signal-to-noise ratio",
+        stages=("data",),
+        must=_POSITIVE_MUST,
+        bounds={"gt": 0},
+        allowed="> 0",
+        applies=_signal_noise,
+        probe=Probe(2.0, {"generator": "signal_noise"}),
+    ),
+    Field(
+        name="label_flip",
+        kind="real",
+        default=0.0,
+        doc="signal_noise only: probability that a label (training and test) is flipped, in "
+        "[0, 0.5) (docs/science.md 15)",
+        long_name="label-flip rate",
+        stages=("data",),
+        must="a number in [0, 0.5)",
+        bounds={"ge": 0, "lt": 0.5},
+        allowed="[0, 0.5)",
+        units="1",
+        applies=_signal_noise,
+        probe=Probe(0.45, {"generator": "signal_noise"}),
+    ),
+    Field(
+        name="n_test",
+        kind="int",
+        default=0,
+        doc="held-out examples drawn from the cell's generator with seeds disjoint from the "
+        "training ones; > 0 stores test loss and error (docs/science.md 15; generator gaussian "
+        "or signal_noise, task train, one fixed linear head, cross or self attention)",
+        long_name="test examples",
+        stages=("measure",),
+        must="a non-negative integer",
+        bounds={"ge": 0, "le": MAX_SIZE},
+        above=f"at most {MAX_SIZE}",
+        allowed=f"0..{MAX_SIZE}",
+        rule=rules.n_test_rule,
+        probe=Probe(20, {"generator": "signal_noise"}),
+    ),
     # new fields go here, above this line (docs/extending.md)
 )
 """Every cell field, in the order of the :class:`~attnsvm.config.cell.Cell` dataclass."""
@@ -663,7 +714,7 @@ FLOAT_FIELDS: frozenset[str] = frozenset(f.name for f in FIELDS if f.kind == "re
 #: reported); each is its field's ``rule`` (:mod:`attnsvm.config.rules`).
 RULE_ORDER = (
     "m", "checkpoint_count", "generator", "radius_max", "task", "train_head", "attention",
-    "heads", "head", "optimizer",
+    "heads", "head", "optimizer", "n_test",
 )  # fmt: skip
 
 

@@ -38,6 +38,13 @@ def generator_rule(c: Any) -> str | None:
         return f"generator 'orthonormal' needs d >= T, got d={c.d}, T={c.T}"
     if c.generator in REAL_GENERATORS:
         return real_problem(c)
+    if c.generator == "signal_noise" and not (
+        c.task == "train" and c.head == "linear" and c.attention == "cross" and c.d >= 2
+    ):
+        return (
+            "generator 'signal_noise' needs task 'train', head 'linear', attention 'cross' and "
+            f"d >= 2 (docs/science.md 15), got {c.task!r}, {c.head!r}, {c.attention!r}, d={c.d}"
+        )
     return None
 
 
@@ -136,5 +143,26 @@ def optimizer_rule(c: Any) -> str | None:
         return (
             "optimizer 'polyak' needs task 'train', head 'linear', attention 'cross' or 'self', "
             "one attention head and a fixed head (its loss floor, docs/science.md 10)"
+        )
+    return None
+
+
+#: the generators whose test sample is drawn like the training one (docs/science.md 15)
+TEST_GENERATORS = ("gaussian", "signal_noise")
+
+
+def n_test_rule(c: Any) -> str | None:
+    if c.n_test == 0:
+        return None
+    fits = (
+        c.generator in TEST_GENERATORS
+        and (c.task, c.head, c.heads, c.train, c.train_head) == ("train", "linear", 1, True, False)
+        and c.attention in ("cross", "self")
+    )
+    if not fits:
+        return (
+            "n_test > 0 needs generator gaussian or signal_noise, task 'train', train: true, "
+            "one fixed linear head (heads 1, train_head false) and attention 'cross' or 'self' "
+            "(docs/science.md 15)"
         )
     return None

@@ -12,11 +12,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnsvm.config.cell import Cell
+from attnsvm.gd import signal_noise
 from attnsvm.gd.real_tokens import real_dataset
 from attnsvm.images import REAL_GENERATORS
 
 _DATA_STREAM = 0
 _INIT_STREAM = 1
+#: the held-out test sample (docs/science.md §15): a stream of its own, so its examples are
+#: independent of the training ones drawn from the same seed
+_TEST_STREAM = 2
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,8 @@ class Dataset:
     """One dataset (docs/science.md §1).
 
     X: tokens (n, T, d); Y: labels (n,) in {-1, +1}; Z: queries (n, d) (the first token for
-    self-attention); v: linear head (d,); V: value matrix (d, d) of the relu head, else None.
+    self-attention); v: linear head (d,); V: value matrix (d, d) of the relu head, else None;
+    flipped: (n,) bool, the labels the generator flipped (signal_noise, §15), else None.
     """
 
     X: np.ndarray
@@ -32,6 +37,7 @@ class Dataset:
     Z: np.ndarray
     v: np.ndarray
     V: np.ndarray | None = None
+    flipped: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -56,10 +62,14 @@ def _unit_rows(a: np.ndarray) -> np.ndarray:
 
 def make_dataset(cell: Cell) -> Dataset:
     """Draw the dataset of a cell (docs/science.md §1: gaussian, relu, orthonormal, toy2d, and
-    the real tokens digits and photos of :mod:`attnsvm.gd.real_tokens`)."""
+    the real tokens digits and photos of :mod:`attnsvm.gd.real_tokens`; §15: the signal-noise
+    token model of :mod:`attnsvm.gd.signal_noise`)."""
     rng = _rng(cell.seed, _DATA_STREAM)
     n, T, d = cell.n, cell.T, cell.d
     V = None
+    if cell.generator == "signal_noise":
+        X, Y, Z, v, flipped = signal_noise.draw(n, T, d, cell.snr, cell.label_flip, rng)
+        return Dataset(X=X, Y=Y, Z=Z, v=v, flipped=flipped)
     if cell.generator == "toy2d":
         X, Y, Z, v = _toy2d()
     elif cell.generator in REAL_GENERATORS:
@@ -83,6 +93,28 @@ def make_dataset(cell: Cell) -> Dataset:
     if cell.attention == "self":
         Z = X[:, 0, :].copy()
     return Dataset(X=X, Y=Y, Z=Z, v=v, V=V)
+
+
+def make_test_dataset(cell: Cell, train: Dataset) -> Dataset:
+    """The held-out sample of ``cell.n_test`` examples (docs/science.md §15).
+
+    Drawn from the training data's distribution, from the seed's own test stream (disjoint
+    from the training data's and the initialization's), sharing what the distribution fixes:
+    the head v (gaussian: drawn with the training data), the signals and the query
+    (signal_noise). gaussian: unit tokens and queries, labels +-1 at random; self attention:
+    the query is the first token. signal_noise: labels flipped at the same rate.
+    """
+    if cell.generator not in ("gaussian", "signal_noise"):
+        raise ValueError(f"no test sample for generator {cell.generator!r} (docs/science.md 15)")
+    rng = _rng(cell.seed, _TEST_STREAM)
+    m, T, d = cell.n_test, cell.T, cell.d
+    if cell.generator == "signal_noise":
+        X, Y, Z, v, flipped = signal_noise.draw(m, T, d, cell.snr, cell.label_flip, rng)
+        return Dataset(X=X, Y=Y, Z=Z, v=train.v.copy(), flipped=flipped)
+    Y = np.where(rng.standard_normal(m) > 0, 1.0, -1.0)
+    X = _unit_rows(rng.standard_normal((m, T, d)))
+    Z = X[:, 0, :].copy() if cell.attention == "self" else _unit_rows(rng.standard_normal((m, d)))
+    return Dataset(X=X, Y=Y, Z=Z, v=train.v.copy())
 
 
 def _toy2d() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -33,6 +33,7 @@ from attnsvm.svm import sequence as SEQ
 from attnsvm.svm.constraints import att_svm_constraints
 from attnsvm.svm.head import head_svm
 from attnsvm.svm.lowrank import solve_rank_constrained
+from attnsvm.tasks import generalization as G
 from attnsvm.tasks import metrics as M
 from attnsvm.tasks.cache import SolveCache
 from attnsvm.tasks.result import CellResult
@@ -84,6 +85,8 @@ def stored_scalars(cell: Cell) -> tuple[str, ...]:
         out += _HEAD
     if cell.task == "train":
         out += M.rate_scalars()
+    if cell.n_test > 0:
+        out += G.SCALARS
     if cell.norm_svms:
         out += [f"{p}_{k}_alpha" for k in N.NORMS for p in _SVM_SCALARS]
         out += [f"corr_{k}_alpha" for k in N.NORMS if k not in N.WIDE_FACE]
@@ -286,6 +289,8 @@ def _measure_trajectory(res: CellResult, cons: dict, gamma: np.ndarray, alpha_is
             _trained_head(res)
         if cell.task == "train":  # a trajectory in k (a regularization path's is in R)
             _rates(res)
+        if res.test_data is not None:
+            _generalization(res)
     else:
         _general_head(res, W_gd)
     res.timings["metrics"] = time.perf_counter() - t1
@@ -298,6 +303,20 @@ def _rates(res: CellResult) -> None:
     offmass = res.curves["offmass"] = M.offselection_mass(res.softmax, res.alpha)
     corr = res.curves["corr_fro_alpha" if res.cell.param == "W" else "corr_nuc_alpha"]
     res.scalars.update(M.trajectory_rates(res.iterations, corr, offmass))
+
+
+def _generalization(res: CellResult) -> None:
+    """Test loss and error along the trajectory, label noise fit, and the test errors of the
+    SVM directions (docs/science.md §15; :mod:`attnsvm.tasks.generalization`)."""
+    t0 = time.perf_counter()
+    fro, mm = res.svms["fro_alpha"], res.svms["fro_opt"]
+    sc, curves = G.measure(
+        res.W, res.data, res.test_data,
+        fro.W if fro.solved else None, mm.W if mm.solved else None,
+    )  # fmt: skip
+    res.scalars.update(sc)
+    res.curves.update(curves)
+    res.timings["test"] = time.perf_counter() - t0
 
 
 def _norm_svms(res: CellResult, cons, cache: SolveCache) -> None:

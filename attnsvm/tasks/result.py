@@ -47,6 +47,7 @@ class CellResult:
     heads: dict[str, np.ndarray] = field(default_factory=dict)  # heads > 1: per-head values
     head: np.ndarray | None = None  # (C, d) v(k) of a trained head (train_head), else None
     head_init: np.ndarray | None = None  # (d,) the initial v of a trained head, else None
+    test_data: Dataset | None = None  # the held-out sample (n_test > 0, docs/science.md 15)
 
     def __repr__(self) -> str:
         c, sc = self.cell, self.scalars

@@ -22,7 +22,7 @@ import numpy as np
 
 from attnsvm.config.cell import Cell
 from attnsvm.config.settings import Settings
-from attnsvm.gd.data import Dataset, make_dataset, make_init
+from attnsvm.gd.data import Dataset, make_dataset, make_init, make_test_dataset
 from attnsvm.logs import progress_bar
 from attnsvm.svm import sequence as SEQ
 from attnsvm.tasks.cache import SolveCache
@@ -73,6 +73,9 @@ def run_group(
         run.result(s, cell, ds, masks[s])
         for s, (cell, ds) in enumerate(zip(cells, datasets, strict=True))
     ]
+    if c0.n_test > 0:  # the held-out sample, docs/science.md §15 (not for sequence attention)
+        for res in results:
+            res.test_data = make_test_dataset(res.cell, res.data)
     solve_group(results, c0, cache, device, progress, run.radii)
     return results
 

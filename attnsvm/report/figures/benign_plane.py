@@ -1,0 +1,99 @@
+"""Excess test error over the (SNR, n) or (SNR, d) plane (docs/science.md §15; Magen et al.,
+arXiv 2410.07746; Sakamoto & Sato, arXiv 2409.17625).
+
+Grid axes ``snr`` and ``n`` or ``d`` (other axes pooled). (a) GD's and (b) the max-margin
+interpolator's mean excess test error, test error minus the test sample's flipped share (0:
+the best possible), per grid point; on the (SNR, n) plane the papers' threshold
+``SNR = 1 / sqrt(n)`` (constant 1, which the papers leave open) is drawn as a line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from attnsvm.report import captions, style
+from attnsvm.report import sweepdata as sd
+from attnsvm.report.figures import Figure
+
+VARIABLES = ("test_excess", "test_excess_mm")
+PANELS = (("test_excess", "a", "GD"), ("test_excess_mm", "b", "max-margin interpolator"))
+
+
+def _other_axis(sweep: xr.Dataset) -> str:
+    for axis in ("n", "d"):
+        if axis in sweep.dims:
+            return axis
+    return "n"
+
+
+def _threshold(ax, snrs: np.ndarray, ys: np.ndarray) -> None:
+    """``SNR = 1 / sqrt(n)`` in the heatmap's index coordinates (log SNR interpolated)."""
+    if len(snrs) < 2:
+        return
+    x = np.interp(np.log(1 / np.sqrt(ys)), np.log(snrs), np.arange(len(snrs)), np.nan, np.nan)
+    ax.plot(x, np.arange(len(ys)), color="k", lw=1.2, ls="--", label="SNR = 1/sqrt(n)")
+
+
+def plot(sweep: xr.Dataset, summary: xr.Dataset):
+    """Means over seeds (pooled over any other axis) from the summary."""
+    axis = _other_axis(sweep)
+    snrs = np.asarray([float(v) for v in sd.grid_values(sweep, "snr")], float)
+    ys = np.asarray([float(v) for v in sd.grid_values(sweep, axis)], float)
+    fig, axes = style.new_figure(1, 2, height=2.6, footer_lines=1)
+    for ax, (name, letter, title) in zip(axes, PANELS, strict=True):
+        mean, _, _ = sd.pooled(summary, name, keep=(axis, "snr"))
+        grid = np.asarray(mean, float).reshape(len(ys), len(snrs))
+        top = float(np.nanmax(grid)) if np.isfinite(grid).any() else 0.5
+        im = ax.imshow(
+            grid, origin="lower", aspect="auto", cmap="viridis", vmin=0, vmax=max(0.5, top)
+        )
+        for (i, j), v in np.ndenumerate(grid):
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=5, color="w")
+        if axis == "n":
+            _threshold(ax, snrs, ys)
+        ax.set_xticks(range(len(snrs)), [f"{s:g}" for s in snrs])
+        ax.set_yticks(range(len(ys)), [f"{y:g}" for y in ys])
+        ax.set_xlabel("SNR")
+        ax.set_ylabel(axis)
+        style.panel_label(ax, letter, title)
+        fig.colorbar(im, ax=ax, label="excess test error")
+    footer = style.footer_text(
+        sweep,
+        band="cells: mean over seeds",
+        extra=[
+            "excess test error: test error minus the test sample's flipped share (0: the best "
+            "possible); dashed: SNR = 1/sqrt(n), the papers' threshold with constant 1 "
+            "(docs/science.md §15)",
+        ],
+    )
+    style.add_footer(fig, footer)
+    return fig
+
+
+def numbers(summary: xr.Dataset) -> list[str]:
+    """Mean excess test error of GD and of the interpolator at every grid point."""
+    over = [a for a in ("snr", "n", "d") if a in summary.dims]
+    return [
+        "mean excess test error of GD: " + captions.per_point(summary, "test_excess_mean", over),
+        "of the interpolator: " + captions.per_point(summary, "test_excess_mm_mean", over),
+    ]
+
+
+FIGURE = Figure(
+    name="benign_plane",
+    label="benign overfitting plane",
+    what=(
+        "Beyond the paper, the excess test error of GD and of the max-margin interpolator on "
+        "the signal-noise token model with flipped labels over the (SNR, n) or (SNR, d) plane "
+        "(Magen et al., arXiv 2410.07746; Sakamoto & Sato, arXiv 2409.17625)."
+    ),
+    look=(
+        "Right of the threshold SNR ~ 1/sqrt(n) the excess should be near 0 (benign "
+        "overfitting); left of it, large (docs/science.md §15)."
+    ),
+    plot=plot,
+    numbers=numbers,
+    variables=VARIABLES,
+)

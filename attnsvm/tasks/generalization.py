@@ -1,0 +1,97 @@
+"""Test loss and error, label noise and the max-margin interpolator (docs/science.md §15).
+
+For a cell with a held-out sample (``n_test > 0``), :func:`measure` stores, at every
+checkpoint and at the last one, the test loss and test error of the trained attention, the
+training error and the share of flipped training labels the model fits; and the test error of
+the predictors that attend along an SVM direction at infinite norm (hard selection): the
+Frobenius Att-SVM of GD's selection and the max-margin interpolator (the Att-SVM of the optimal
+tokens of the stored, possibly flipped, labels).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnsvm.gd.data import Dataset
+
+#: the per-cell scalars of a cell with a test sample (docs/store.md, docs/science.md §15)
+SCALARS = (
+    "test_loss", "test_err", "test_flip_share", "test_excess", "train_err", "flip_share",
+    "flip_fit", "test_err_svm", "test_err_mm", "test_excess_mm", "gd_mm_gap",
+)  # fmt: skip
+#: the per-checkpoint curves (stored as ``curve_<name>``)
+CURVES = ("test_loss", "test_err", "train_err", "flip_fit")
+
+
+def outputs(W: np.ndarray, ds: Dataset) -> np.ndarray:
+    """``f_i(W) = v^T X_i^T softmax(X_i W z_i)`` for every W of ``W`` (C, d, d): (C, n)
+    (docs/science.md §2, the linear head)."""
+    logits = np.einsum("ntd,cde,ne->cnt", ds.X, W, ds.Z)
+    logits -= logits.max(axis=-1, keepdims=True)
+    s = np.exp(logits)
+    s /= s.sum(axis=-1, keepdims=True)
+    return np.einsum("cnt,nt->cn", s, ds.X @ ds.v)
+
+
+def hard_outputs(W: np.ndarray, ds: Dataset) -> np.ndarray:
+    """The limit of ``f_i(R W)`` as R grows: ``v^T x_{i, argmax_t x_it^T W z_i}`` (n,), the
+    prediction of attention along the direction W at infinite norm (docs/science.md §15)."""
+    top = np.argmax(np.einsum("ntd,de,ne->nt", ds.X, W, ds.Z), axis=1)
+    return ds.X[np.arange(ds.n), top] @ ds.v
+
+
+def errors(f: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Share of examples misclassified, ``mean_i [Y_i f_i <= 0]`` over the last axis."""
+    return np.mean(Y * f <= 0, axis=-1)
+
+
+def logistic_loss(f: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """``mean_i log(1 + exp(-Y_i f_i))`` over the last axis (docs/science.md §2)."""
+    return np.mean(np.logaddexp(0.0, -Y * f), axis=-1)
+
+
+def flip_fit(f: np.ndarray, ds: Dataset) -> np.ndarray:
+    """Share of the flipped training labels that ``f`` fits (``Y_i f_i > 0`` on them); NaN
+    where no label is flipped."""
+    flipped = np.zeros(ds.n, bool) if ds.flipped is None else ds.flipped
+    if not flipped.any():
+        return np.full(f.shape[:-1], np.nan)
+    return np.mean(ds.Y[flipped] * f[..., flipped] > 0, axis=-1)
+
+
+def _share(flipped: np.ndarray | None) -> float:
+    return 0.0 if flipped is None else float(np.mean(flipped))
+
+
+def measure(
+    W: np.ndarray,
+    train: Dataset,
+    test: Dataset,
+    svm: np.ndarray | None,
+    interpolator: np.ndarray | None,
+) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """Scalars and curves of docs/science.md §15 for the trajectory ``W`` (C, d, d).
+
+    ``svm``: the Frobenius Att-SVM of GD's selection, ``interpolator``: that of the optimal
+    tokens of the stored labels (None where unsolved: their errors are NaN). Test errors count
+    the test sample's own flipped labels, so a perfect selector of the signal token errs on
+    exactly ``test_flip_share``; ``test_excess`` is the excess over it.
+    """
+    f_test, f_train = outputs(W, test), outputs(W, train)
+    curves = {
+        "test_loss": logistic_loss(f_test, test.Y),
+        "test_err": errors(f_test, test.Y),
+        "train_err": errors(f_train, train.Y),
+        "flip_fit": flip_fit(f_train, train),
+    }
+    sc = {k: float(v[-1]) for k, v in curves.items()}
+    sc["test_flip_share"] = _share(test.flipped)
+    sc["flip_share"] = _share(train.flipped)
+    sc["test_excess"] = sc["test_err"] - sc["test_flip_share"]
+    for key, S in (("svm", svm), ("mm", interpolator)):
+        sc[f"test_err_{key}"] = (
+            float(errors(hard_outputs(S, test), test.Y)) if S is not None else np.nan
+        )
+    sc["test_excess_mm"] = sc["test_err_mm"] - sc["test_flip_share"]
+    sc["gd_mm_gap"] = sc["test_err"] - sc["test_err_mm"]
+    return sc, curves

@@ -1,0 +1,246 @@
+"""Generalization, label noise and the signal-noise token model (docs/science.md §15)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnsvm.config.cell import Cell
+from attnsvm.config.errors import CellError
+from attnsvm.gd import signal_noise as SN
+from attnsvm.gd.data import make_dataset, make_init, make_test_dataset
+from attnsvm.sweep.store import cell_dataset
+from attnsvm.tasks import generalization as G
+from attnsvm.tasks import run_cells
+
+
+def _cell(**kw) -> Cell:
+    base = dict(generator="signal_noise", n=12, T=4, d=24, snr=2.0, label_flip=0.25)
+    return Cell(**{**base, **kw})
+
+
+def test_generator_statistics_match_their_formulas():
+    """Signal token = mu_{clean y} + N(0, I/d), noise tokens N(0, I/d), flips at the rate
+    (eq. (15.1)-(15.2)): each checked against its formula within 5 standard errors."""
+    n, T, d, snr, eta = 4000, 3, 40, 1.5, 0.3
+    ds = make_dataset(_cell(n=n, T=T, d=d, snr=snr, label_flip=eta, seed=3))
+    clean = np.where(ds.flipped, -ds.Y, ds.Y)
+    mu_pos, mu_neg = SN.signal_vectors(d, snr)
+    signal = np.where(clean[:, None] > 0, mu_pos, mu_neg)
+    noise = ds.X.copy()
+    noise[:, SN.SIGNAL_TOKEN] -= signal
+    # every noise coordinate N(0, 1/d): squared norm per token has mean 1 and variance 2/d
+    sq = (noise**2).sum(-1).ravel()
+    assert abs(sq.mean() - 1.0) < 5 * np.sqrt(2 / d / sq.size)
+    assert abs(noise.mean()) < 5 / np.sqrt(d * noise.size)
+    # the signal's norm is snr: the signal token's squared norm has mean snr^2 + 1
+    s0 = (ds.X[:, SN.SIGNAL_TOKEN] ** 2).sum(-1)
+    assert abs(s0.mean() - (snr**2 + 1)) < 5 * np.sqrt((4 * snr**2 / d + 2 / d) / n)
+    assert abs(ds.flipped.mean() - eta) < 5 * np.sqrt(eta * (1 - eta) / n)
+    assert abs((clean > 0).mean() - 0.5) < 5 * np.sqrt(0.25 / n)
+    np.testing.assert_allclose(ds.v @ (mu_pos - mu_neg), np.sqrt(2))  # ||v|| = 1 / snr
+    np.testing.assert_allclose(np.linalg.norm(ds.v), 1 / snr)
+    assert np.all(ds.Z == ds.Z[0]) and np.linalg.norm(ds.Z[0]) == 1.0
+
+
+def test_test_sample_is_disjoint_from_training_and_shares_the_distribution():
+    cell = _cell(n_test=50, seed=5)
+    train = make_dataset(cell)
+    test = make_test_dataset(cell, train)
+    assert test.X.shape == (50, 4, 24)
+    # a stream of its own: no token of the test sample is a training token or the init
+    flat_train, flat_test = train.X.reshape(-1, 24), test.X.reshape(-1, 24)
+    assert not np.isclose(flat_train[:, None, 2:], flat_test[None, :, 2:]).all(-1).any()
+    assert not np.isin(make_init(cell)["W"], test.X).any()
+    assert np.array_equal(test.v, train.v) and np.array_equal(test.Z[0], train.Z[0])
+    # gaussian: same head, fresh unit tokens
+    g = Cell(n=4, d=6, T=3, n_test=30, seed=5)
+    gt = make_test_dataset(g, make_dataset(g))
+    np.testing.assert_allclose(np.linalg.norm(gt.X, axis=-1), 1.0)
+    assert np.array_equal(gt.v, make_dataset(g).v) and gt.flipped is None
+
+
+def test_planted_perfect_selector_errs_exactly_on_the_flipped_labels():
+    """Attention on the signal token predicts the clean label, so its test error is the test
+    sample's flip share, and its excess is 0 (docs/science.md §15)."""
+    cell = _cell(n_test=2000, snr=4.0, d=60, label_flip=0.2)
+    test = make_test_dataset(cell, make_dataset(cell))
+    mu_pos, mu_neg = SN.signal_vectors(cell.d, cell.snr)
+    W = np.outer(mu_pos + mu_neg, test.Z[0])  # W z = mu_+ + mu_-: the signal token wins
+    err = G.errors(G.hard_outputs(W, test), test.Y)
+    assert err == test.flipped.mean() > 0
+    finite = G.errors(G.outputs(20 * W[None], test), test.Y)[0]
+    assert finite == test.flipped.mean()
+
+
+def _independent_outputs(W: np.ndarray, X, Z, v) -> np.ndarray:
+    out = np.empty(len(X))
+    for i in range(len(X)):
+        a = X[i] @ W @ Z[i]
+        s = np.exp(a - a.max())
+        out[i] = v @ (X[i].T @ (s / s.sum()))
+    return out
+
+
+def test_stored_test_metrics_recompute_from_the_stored_W():
+    cell = _cell(n_test=40, iterations=60, checkpoint_count=6, lr=0.5)
+    (res,) = run_cells([cell], device="cpu")
+    assert res.status == "ok", res.message
+    ds = cell_dataset(res)
+    train = make_dataset(cell)
+    test = make_test_dataset(cell, train)
+    W = ds["W"].values
+    for k in range(W.shape[0]):
+        f = _independent_outputs(W[k], test.X, test.Z, test.v)
+        ft = _independent_outputs(W[k], train.X, train.Z, train.v)
+        assert ds["curve_test_err"].values[k] == np.mean(test.Y * f <= 0)
+        np.testing.assert_allclose(
+            ds["curve_test_loss"].values[k], np.mean(np.log1p(np.exp(-test.Y * f))), rtol=1e-10
+        )
+        assert ds["curve_train_err"].values[k] == np.mean(train.Y * ft <= 0)
+        if train.flipped.any():
+            fl = train.flipped
+            assert ds["curve_flip_fit"].values[k] == np.mean(train.Y[fl] * ft[fl] > 0)
+    assert float(ds["test_err"]) == ds["curve_test_err"].values[-1]
+    assert float(ds["flip_share"]) == train.flipped.mean()
+    assert float(ds["test_excess"]) == pytest.approx(float(ds["test_err"]) - test.flipped.mean())
+    # the interpolator: attention along the Att-SVM of the stored labels' optimal tokens
+    mm = ds["svm_W"].sel(svm="fro_opt").values
+    top = np.argmax(np.einsum("ntd,de,ne->nt", test.X, mm, test.Z), axis=1)
+    f_mm = test.X[np.arange(len(test.X)), top] @ test.v
+    assert float(ds["test_err_mm"]) == np.mean(test.Y * f_mm <= 0)
+
+
+def test_new_fields_at_their_defaults_keep_the_description():
+    assert not {"snr", "label_flip", "n_test"} & set(Cell().to_dict())
+    # snr and label_flip apply to signal_noise only: elsewhere reset to the default
+    assert Cell(snr=3.0, label_flip=0.2).to_dict() == Cell().to_dict()
+
+
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ({"generator": "signal_noise", "attention": "self"}, "signal_noise"),
+        ({"generator": "signal_noise", "d": 1}, "signal_noise"),
+        ({"n_test": 5, "generator": "relu", "head": "relu"}, "n_test"),
+        ({"n_test": 5, "heads": 2}, "n_test"),
+        ({"n_test": 5, "attention": "sequence"}, "n_test"),
+        ({"generator": "signal_noise", "label_flip": 0.5}, "label_flip"),
+    ],
+)
+def test_bad_combinations_are_refused_with_one_clear_error(values, match):
+    with pytest.raises((CellError, ValueError), match=match):
+        Cell(**values)
+
+
+# ----------------------------------------------------------------------------- claims and figure
+def _b13_claims():
+    import yaml
+    from pydantic import TypeAdapter
+
+    from attnsvm.config.claims import Claim
+
+    raw = yaml.safe_load(open("config/config.yaml"))["experiments"]["b13_benign"]["claims"]
+    return {c.name: c for c in TypeAdapter(list[Claim]).validate_python(raw)}
+
+
+def _sweep(excess: dict[float, float], excess_mm: dict[float, float], seeds: int = 8):
+    """A sweep along snr with per-seed ``test_excess`` ~ N(excess[snr], 0.005) and the
+    interpolator's likewise (gap = their difference): a known truth."""
+    import xarray as xr
+
+    rng = np.random.default_rng(0)
+    snrs = list(excess)
+    ex = np.stack([rng.normal(excess[s], 0.005, seeds) for s in snrs])
+    mm = np.stack([rng.normal(excess_mm[s], 0.005, seeds) for s in snrs])
+    dims = ("snr", "seed")
+    return xr.Dataset(
+        {
+            "status": (dims, np.zeros(ex.shape, np.int8)),
+            "test_excess": (dims, ex),
+            "test_excess_mm": (dims, mm),
+            "gd_mm_gap": (dims, ex - mm),
+        },
+        coords={"snr": snrs, "seed": np.arange(seeds)},
+        attrs={"axes": ["snr"]},
+    )
+
+
+@pytest.mark.parametrize(
+    ("excess", "excess_mm", "verdicts"),
+    [
+        # benign above the threshold, harmful interpolator below: the papers' picture
+        ({0.1: 0.25, 0.3: 0.15, 1.0: 0.01, 3.0: 0.0}, {0.1: 0.27, 0.3: 0.2, 1.0: 0.03, 3.0: 0.02},
+         {"benign_above_threshold": "PASS", "interpolator_harmful_below": "PASS",
+          "gd_tracks_interpolator": "PASS", "excess_falls_with_snr": "PASS"}),
+        # harmful everywhere, GD far from the interpolator, excess rising with the SNR
+        ({0.1: 0.0, 0.3: 0.05, 1.0: 0.2, 3.0: 0.3}, {0.1: 0.02, 0.3: 0.05, 1.0: 0.45, 3.0: 0.45},
+         {"benign_above_threshold": "FAIL", "interpolator_harmful_below": "FAIL",
+          "gd_tracks_interpolator": "FAIL", "excess_falls_with_snr": "FAIL"}),
+    ],
+)  # fmt: skip
+def test_the_claims_of_b13_give_the_known_verdicts(excess, excess_mm, verdicts):
+    from attnsvm.claims.evaluate import evaluate_claim
+
+    sweep, cl = _sweep(excess, excess_mm), _b13_claims()
+    for name, want in verdicts.items():
+        assert evaluate_claim(sweep, cl[name], "b13_benign")["verdict"] == want, name
+
+
+def _tiny_run(tmp_path, grid: dict, name: str):
+    from attnsvm.plan import parse_experiment
+    from attnsvm.report.draw import make_figure
+    from attnsvm.sweep.collect import collect_sweep
+    from attnsvm.sweep.summary import summarize
+    from attnsvm.sweep.worker import write_block
+
+    fixed = {"generator": "signal_noise", "n": 4, "T": 3, "d": 8, "label_flip": 0.25,
+             "n_test": 40, "iterations": 30, "checkpoint_count": 5}  # fmt: skip
+    for k in grid:
+        fixed.pop(k, None)
+    raw = {"fixed": fixed, "grid": grid, "seeds": 2, "figures": [name]}
+    exp = parse_experiment(f"t_{name}", raw, 64)
+    paths = {
+        b.name: write_block(
+            b.cells, tmp_path / f"{b.name}.zarr", experiment=exp.name, block=b.name, device="cpu"
+        )
+        for b in exp.blocks()
+    }
+    sweep = collect_sweep(exp, paths)
+    summary = summarize(sweep)
+    pdf, png, caption = (tmp_path / f"{name}.{x}" for x in ("pdf", "png", "caption.rst"))
+    make_figure(name, sweep, summary, pdf, png, caption)
+    assert pdf.stat().st_size > 1000 and png.stat().st_size > 1000
+    return sweep, summary, caption.read_text()
+
+
+def test_benign_figure_renders_from_a_tiny_pipeline(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from attnsvm.report.captions import fmt
+    from attnsvm.report.figures import figure_module
+
+    sweep, summary, text = _tiny_run(tmp_path, {"snr": [0.3, 3.0]}, "benign")
+    assert "4 ok, 0 nonfinite, 0 failed, 0 missing" in text
+    mean = float(summary["test_err_mean"].sel(snr=3.0))
+    assert "mean final test error of GD: snr = 0.3: " in text and f"snr = 3: {fmt(mean)}" in text
+    plotted = figure_module("benign").plot(sweep, summary)
+    assert len(plotted.texts) == 1 and all(ax.get_legend() is None for ax in plotted.axes)
+    plt.close(plotted)
+
+
+def test_benign_plane_draws_the_grid_means_and_the_threshold(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from attnsvm.report.figures import figure_module
+
+    sweep, summary, text = _tiny_run(tmp_path, {"snr": [0.3, 3.0], "n": [3, 4]}, "benign_plane")
+    assert "8 ok, 0 nonfinite, 0 failed, 0 missing" in text
+    plotted = figure_module("benign_plane").plot(sweep, summary)
+    cells = [t.get_text() for t in plotted.axes[0].texts]
+    want = summary["test_excess_mean"].transpose("n", "snr").values.ravel()
+    assert cells == [f"{v:.2f}" for v in want]
+    (line,) = plotted.axes[0].get_lines()  # SNR = 1/sqrt(n): between 0.3 and 3 for n = 3, 4
+    x = np.interp(np.log(1 / np.sqrt([3, 4])), np.log([0.3, 3.0]), [0, 1])
+    np.testing.assert_allclose(line.get_xdata(), x)
+    plt.close(plotted)
