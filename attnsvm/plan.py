@@ -11,6 +11,7 @@ the packages that define them. Every output path of the workflow is defined once
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import shutil
@@ -23,11 +24,7 @@ from attnsvm.config.cell import cells_digest
 from attnsvm.config.grid import Block, Experiment
 from attnsvm.report.figures import FIGURES, PAPER_FIGURES
 from attnsvm.sweep.integrity import StoreError, repair_blocks, verify_store
-from attnsvm.sweep.lock import (
-    ResultsInUseError,
-    lock_experiments,
-    unlock_experiments,
-)
+from attnsvm.sweep.lock import lock_experiments, unlock_experiments
 from attnsvm.sweep.paths import Paths
 
 log = logging.getLogger(__name__)
@@ -242,14 +239,14 @@ class Plan:
 def lock_results(plan: Plan) -> None:
     """Workflow start: take the plan's experiment directories (see :mod:`attnsvm.sweep.lock`).
 
-    Another live workflow on one of them ends this one with its message and no traceback.
+    Called when the workflow has parsed its config, before :meth:`Plan.repair` moves or removes
+    anything, so that a refused run changes nothing. Raises
+    :class:`~attnsvm.sweep.lock.ResultsInUseError` (one line naming the holder's pid, host and
+    start time) if another live workflow holds one of them. The locks are released when the
+    process exits, however it ends (:func:`unlock_results` also runs at the workflow's end).
     """
-    try:
-        lock_experiments(plan.results, plan.experiments)
-    except ResultsInUseError as err:
-        from snakemake.exceptions import WorkflowError  # called inside Snakemake only
-
-        raise WorkflowError(f"attnsvm: {err}") from None
+    lock_experiments(plan.results, plan.experiments)
+    atexit.register(unlock_results, plan)
 
 
 def unlock_results(plan: Plan) -> None:
