@@ -21,8 +21,10 @@ from typing import Any
 from attnsvm.claims.spec import check_claims, claims_json
 from attnsvm.config import grid
 from attnsvm.config.cell import cells_digest
+from attnsvm.config.errors import ConfigError
+from attnsvm.config.fields import DEFAULTS
 from attnsvm.config.grid import Block, Experiment
-from attnsvm.report.figures import FIGURES, PAPER_FIGURES
+from attnsvm.report.figures import FIGURES, PAPER_FIGURES, figure_tasks
 from attnsvm.sweep.integrity import StoreError, repair_blocks, verify_store
 from attnsvm.sweep.lock import lock_experiments, unlock_experiments
 from attnsvm.sweep.paths import Paths
@@ -38,8 +40,28 @@ def parse_config(config: Any) -> dict[str, Experiment]:
     and what is allowed."""
     experiments = grid.parse_sweep(config, figures=FIGURES)
     for exp in experiments.values():
+        check_figures(exp)
         check_claims(exp)
     return experiments
+
+
+def check_figures(exp: Experiment) -> None:
+    """Every figure of ``exp`` draws the task of each of its cells (the figure registry's
+    ``TASKS``, :func:`attnsvm.report.figures.figure_tasks`); otherwise one ConfigError naming
+    the experiment, the figure and the tasks (docs/science.md §6)."""
+    if "task" in exp.axes:
+        tasks = [str(t) for t in exp.axes["task"]]
+    else:
+        tasks = [str(exp.fixed.get("task", DEFAULTS["task"]))]
+    for fig in exp.figures:
+        allowed = figure_tasks(fig)
+        other = sorted({t for t in tasks if t not in allowed})
+        if other:
+            raise ConfigError(
+                f"experiment {exp.name!r}: figure {fig!r} draws cells of task "
+                f"{', '.join(allowed)}, but the experiment has cells of task {', '.join(other)}; "
+                "set 'task' or pick another figure"
+            )
 
 
 def parse_experiment(
@@ -47,6 +69,7 @@ def parse_experiment(
 ) -> Experiment:
     """One experiment entry validated as :func:`parse_config` would (tests, benchmarks)."""
     exp = grid.parse_experiment(name, raw, default_block_size, mem_mb, figures=FIGURES)
+    check_figures(exp)
     check_claims(exp)
     return exp
 

@@ -8,7 +8,7 @@
 import sys
 
 import attnsvm
-from attnsvm.config.files import check_config_files
+from attnsvm.config.files import check_config_files, check_results_dir
 from attnsvm.config.errors import ConfigError
 from attnsvm.plan import Plan, lock_results, unlock_results
 from attnsvm.sweep.lock import ResultsInUseError
@@ -17,6 +17,7 @@ from attnsvm.report.figures import FIGURES
 try:
     check_config_files(workflow.configfiles)  # what Snakemake's loader lets through
     PLAN = Plan.from_config(config)
+    check_results_dir(PLAN.results)  # a file, a dangling or looping symlink, unwritable
 except ConfigError as err:
     sys.exit(f"attnsvm: config error: {err}")
 
