@@ -486,6 +486,7 @@ def test_status_table_of_an_experiment_without_axes(tmp_path):
 
     from attnsvm import codes
     from attnsvm.report.status_table import status_rows, write_status_table
+    from attnsvm.sweep.derived import record_of, write_record
 
     counts = np.zeros(len(codes.CELL_STATUS), dtype=int)
     counts[0] = 2
@@ -495,11 +496,17 @@ def test_status_table_of_an_experiment_without_axes(tmp_path):
     header, rows = status_rows(summary)
     assert header == list(codes.CELL_STATUS) and rows == [[str(int(c)) for c in counts]]
     summary.to_netcdf(tmp_path / "s.nc")
+    write_record(record_of(tmp_path / "s.nc"), "summary", "", [tmp_path / "s.nc"], {})
     out = write_status_table(tmp_path / "s.nc", tmp_path / "status.html")
     import re
 
     assert re.search(r"<td[^>]*>2</td>", out.read_text())  # the ok count, in the styled table
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.nc", "status.html"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "s.nc",
+        "s.nc.digest.json",
+        "status.html",
+        "status.html.digest.json",
+    ]
 
 
 def _digests(root: Path) -> dict[str, str]:

@@ -63,6 +63,11 @@ def _ignored(rel: str) -> bool:
     return rel == MANIFEST or any(part.startswith(".") for part in rel.split("/"))
 
 
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 (hex) of the file at ``path``, read in 1 MiB pieces."""
+    return _file_sha256(Path(path))
+
+
 def _file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -101,11 +106,15 @@ def _content_sha256(files: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def write_manifest(store: str | os.PathLike, attrs: Mapping[str, Any]) -> dict[str, Any]:
+def write_manifest(
+    store: str | os.PathLike, attrs: Mapping[str, Any], extra: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Write the manifest of the (complete, not yet renamed) store at ``store``.
 
     ``attrs``: the store's attributes; ``format`` decides the kind (``block`` / ``sweep``),
     ``experiment``, ``block``, ``cells_digest`` and ``failure_kind`` are copied when present.
+    ``extra``: more identity entries (a sweep's ``inputs_sha256``, the digest of the block
+    manifests it was collected from: :func:`attnsvm.sweep.derived.blocks_digest`).
     """
     root = Path(store)
     stats = _content_stats(root)
@@ -124,6 +133,7 @@ def write_manifest(store: str | os.PathLike, attrs: Mapping[str, Any]) -> dict[s
         # a hint for quick checks (verify_store's trust_unchanged), not part of the checksum:
         # a wrong entry only makes a file be hashed again
         "unchanged": {rel: _unchanged_key(st) for rel, st in stats.items()},
+        **(extra or {}),
     }
     write_text_atomic(root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
     return manifest
