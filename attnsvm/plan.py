@@ -34,7 +34,13 @@ from attnsvm.sweep.derived import (
     record_of,
     sweep_digest,
 )
-from attnsvm.sweep.integrity import StoreError, repair_blocks, verify_store
+from attnsvm.sweep.integrity import (
+    StoreError,
+    VerifyCache,
+    repair_blocks,
+    store_stat_key,
+    verify_store,
+)
 from attnsvm.sweep.lock import lock_experiments, unlock_experiments
 from attnsvm.sweep.paths import Paths
 from attnsvm.sweep.summary import verified_summary
@@ -201,14 +207,23 @@ class Plan:
             absent = [p for p in block_paths.values() if Path(p) in redo or not Path(p).exists()]
             why = f"lacks {len(absent)} block store(s), e.g. {absent[0]}" if absent else ""
             if not why:
+                cache = VerifyCache(sweep.parent)  # after repair_blocks saved it
                 try:
-                    m = verify_store(sweep)
+                    m = verify_store(sweep, contents=False)
+                    key = store_stat_key(sweep, m)
+                    if not cache.vouches("<sweep>", key):
+                        m = verify_store(sweep)
+                        key = store_stat_key(sweep, m)
+                    cache.put("<sweep>", key)
                     if m.get("kind") != "sweep" or m.get("experiment") != exp:
                         why = f"is the {m.get('kind')} store of experiment {m.get('experiment')!r}"
                     elif m.get("inputs_sha256") != blocks_digest(block_paths):
                         why = "was collected from other block stores (inputs_sha256)"
                 except StoreError as err:
                     why = err.reason
+                    cache.drop("<sweep>")
+                if not dry_run:
+                    cache.save()
             if why:
                 drop([sweep, *summary_files], sweep, why + " (with its summary)")
                 return out
