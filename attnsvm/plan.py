@@ -217,6 +217,8 @@ class Plan:
                     cache.put("<sweep>", key)
                     if m.get("kind") != "sweep" or m.get("experiment") != exp:
                         why = f"is the {m.get('kind')} store of experiment {m.get('experiment')!r}"
+                    elif "inputs_sha256" not in m:
+                        why = "records no inputs_sha256 (written before derived digests)"
                     elif m.get("inputs_sha256") != blocks_digest(block_paths):
                         why = "was collected from other block stores (inputs_sha256)"
                 except StoreError as err:
