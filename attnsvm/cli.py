@@ -15,7 +15,7 @@ from attnsvm.config.cell import Cell, CellError
 from attnsvm.config.cost import check_run_cost
 from attnsvm.config.errors import ConfigError
 from attnsvm.config.fields import FIELDS, NAMES
-from attnsvm.config.files import load_config_file
+from attnsvm.config.files import check_results_dir, load_config_file
 from attnsvm.failures import DeviceUnavailableError
 from attnsvm.provenance import ATTNSVM_VERSION
 
@@ -334,6 +334,7 @@ def _check_config(path: str) -> int:
         return _error(str(err))
     try:
         plan = Plan.from_config(raw)
+        check_results_dir(plan.results)
     except ConfigError as err:
         return _error(f"{path}: {err}")
     for name, exp in plan.experiments.items():

@@ -11,8 +11,10 @@ the packages that define them. Every output path of the workflow is defined once
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -20,15 +22,28 @@ from typing import Any
 from attnsvm.claims.spec import check_claims, claims_json
 from attnsvm.config import grid
 from attnsvm.config.cell import cells_digest
+from attnsvm.config.errors import ConfigError
+from attnsvm.config.fields import DEFAULTS
 from attnsvm.config.grid import Block, Experiment
-from attnsvm.report.figures import FIGURES, PAPER_FIGURES
-from attnsvm.sweep.integrity import StoreError, repair_blocks, verify_store
-from attnsvm.sweep.lock import (
-    ResultsInUseError,
-    lock_experiments,
-    unlock_experiments,
+from attnsvm.report.figures import FIGURES, PAPER_FIGURES, figure_tasks
+from attnsvm.sweep.derived import (
+    blocks_digest,
+    check_record,
+    figure_code_digest,
+    figure_record,
+    record_of,
+    sweep_digest,
 )
+from attnsvm.sweep.integrity import (
+    StoreError,
+    VerifyCache,
+    repair_blocks,
+    store_stat_key,
+    verify_store,
+)
+from attnsvm.sweep.lock import lock_experiments, unlock_experiments
 from attnsvm.sweep.paths import Paths
+from attnsvm.sweep.summary import verified_summary
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +56,28 @@ def parse_config(config: Any) -> dict[str, Experiment]:
     and what is allowed."""
     experiments = grid.parse_sweep(config, figures=FIGURES)
     for exp in experiments.values():
+        check_figures(exp)
         check_claims(exp)
     return experiments
+
+
+def check_figures(exp: Experiment) -> None:
+    """Every figure of ``exp`` draws the task of each of its cells (the figure registry's
+    ``TASKS``, :func:`attnsvm.report.figures.figure_tasks`); otherwise one ConfigError naming
+    the experiment, the figure and the tasks (docs/science.md §6)."""
+    if "task" in exp.axes:
+        tasks = [str(t) for t in exp.axes["task"]]
+    else:
+        tasks = [str(exp.fixed.get("task", DEFAULTS["task"]))]
+    for fig in exp.figures:
+        allowed = figure_tasks(fig)
+        other = sorted({t for t in tasks if t not in allowed})
+        if other:
+            raise ConfigError(
+                f"experiment {exp.name!r}: figure {fig!r} draws cells of task "
+                f"{', '.join(allowed)}, but the experiment has cells of task {', '.join(other)}; "
+                "set 'task' or pick another figure"
+            )
 
 
 def parse_experiment(
@@ -50,6 +85,7 @@ def parse_experiment(
 ) -> Experiment:
     """One experiment entry validated as :func:`parse_config` would (tests, benchmarks)."""
     exp = grid.parse_experiment(name, raw, default_block_size, mem_mb, figures=FIGURES)
+    check_figures(exp)
     check_claims(exp)
     return exp
 
@@ -115,41 +151,114 @@ class Plan:
         return {name: cells_digest(b.cells) for name, b in self._blocks[exp].items()}
 
     def repair(self, dry_run: bool = False) -> list[str]:
-        """Prepare the results for a run: every block store that is not finished is missing.
+        """Prepare the results for a run: every block store that is not finished is missing,
+        every derived output that does not check out against its digests is missing.
 
         Damaged, stale or foreign block stores are moved into ``<experiment>/quarantine/``,
         stores of blocks that failed for an environmental reason are removed, so that the
         workflow recomputes those blocks (:func:`attnsvm.sweep.integrity.repair_blocks`); a sweep
-        store that does not verify or lacks a block store is removed with its summary (they
-        are rebuilt; Snakemake would not rerun collect otherwise). Returns the warnings,
-        each naming a path; ``dry_run`` only reports.
+        store that does not verify, lacks a block store, is another experiment's or was
+        collected from other block stores is removed with its summary (they are rebuilt;
+        Snakemake would not rerun collect otherwise). A summary, figure or status table whose
+        digest record (:mod:`attnsvm.sweep.derived`) does not match its files or its inputs is
+        removed, so that Snakemake rebuilds it. Returns the warnings, each naming a path;
+        ``dry_run`` only reports.
         """
         out = []
         for exp in self.experiments:
             blocks_dir = Path(self.paths.blocks_dir(exp))
             found, redo = repair_blocks(blocks_dir, exp, self.block_digests(exp), dry_run)
             out += found
-            sweep, summary = Path(self.paths.sweep(exp)), Path(self.paths.summary(exp))
-            if not sweep.exists():
-                continue
+            out += self._repair_derived(exp, {Path(p) for p in redo}, dry_run)
+        return out
+
+    def check_derived(self, exp: str) -> list[str]:
+        """What the next run's repair step would rebuild of ``exp``'s derived outputs (sweep,
+        summary, figures, status table; nothing is changed): one line per output, naming it
+        (``attnsvm status --verify``)."""
+        return self._repair_derived(exp, set(), dry_run=True)
+
+    def _repair_derived(self, exp: str, redo: set[Path], dry_run: bool) -> list[str]:
+        """The derived outputs of ``exp`` (sweep, summary, figures, status table) that do not
+        check out are removed (docs/store.md, "Derived outputs"); returns the warnings."""
+        out: list[str] = []
+        action = "will be rebuilt" if dry_run else "removed, rebuilt"
+        sweep, summary = Path(self.paths.sweep(exp)), Path(self.paths.summary(exp))
+
+        def drop(paths: list[Path], what: Path, why: str) -> None:
+            present = [p for p in paths if os.path.lexists(p)]
+            if not present:
+                return
+            if not dry_run:
+                for p in present:
+                    if p.is_dir() and not p.is_symlink():
+                        shutil.rmtree(p)
+                    else:
+                        p.unlink()
+            kind = "sweep store" if what == sweep else "derived output"
+            out.append(f"{kind} {what} {why}: {action}")
+
+        summary_files = [summary, record_of(summary)]
+        if os.path.lexists(sweep):
             # Snakemake recomputes a missing block only for a job that needs it, and reruns
             # no job for a missing intermediate output (the sweep) while its final outputs
             # are up to date: sweep and summary go, so collect and its successors rerun
-            redo_paths = {Path(p) for p in redo}
-            absent = [
-                p for p in self.block_paths(exp) if Path(p) in redo_paths or not Path(p).exists()
-            ]
+            block_paths = {b: self.paths.block(exp, b) for b in self._blocks[exp]}
+            absent = [p for p in block_paths.values() if Path(p) in redo or not Path(p).exists()]
             why = f"lacks {len(absent)} block store(s), e.g. {absent[0]}" if absent else ""
-            try:
-                verify_store(sweep)
-            except StoreError as err:
-                why = why or err.reason
-            if why:
+            if not why:
+                cache = VerifyCache(sweep.parent)  # after repair_blocks saved it
+                try:
+                    m = verify_store(sweep, contents=False)
+                    key = store_stat_key(sweep, m)
+                    if not cache.vouches("<sweep>", key):
+                        m = verify_store(sweep)
+                        key = store_stat_key(sweep, m)
+                    cache.put("<sweep>", key)
+                    if m.get("kind") != "sweep" or m.get("experiment") != exp:
+                        why = f"is the {m.get('kind')} store of experiment {m.get('experiment')!r}"
+                    elif "inputs_sha256" not in m:
+                        why = "records no inputs_sha256 (written before derived digests)"
+                    elif m.get("inputs_sha256") != blocks_digest(block_paths):
+                        why = "was collected from other block stores (inputs_sha256)"
+                except StoreError as err:
+                    why = err.reason
+                    cache.drop("<sweep>")
                 if not dry_run:
-                    shutil.rmtree(sweep)
-                    summary.unlink(missing_ok=True)
-                action = "will be rebuilt" if dry_run else "removed with its summary, rebuilt"
-                out.append(f"sweep store {sweep} {why}: {action}")
+                    cache.save()
+            if why:
+                drop([sweep, *summary_files], sweep, why + " (with its summary)")
+                return out
+        elif any(os.path.lexists(p) for p in summary_files):
+            drop(summary_files, summary, "has no sweep store")
+            return out
+        summary_sha = ""
+        if os.path.lexists(summary) or os.path.lexists(record_of(summary)):
+            try:
+                summary_sha = verified_summary(summary, sweep)
+            except StoreError as err:
+                drop(summary_files, summary, f"does not check out ({err})")
+                return out  # figures and table are rebuilt after the new summary
+        elif not os.path.lexists(sweep):
+            return out
+        for fig in self.experiments[exp].figures:
+            files = [Path(self.paths.figure(exp, fig, e)) for e in ("pdf", "png")]
+            files.append(Path(self.paths.get("caption", experiment=exp, figure=fig)))
+            record = figure_record(files[1])
+            if not any(os.path.lexists(p) for p in (*files, record)):
+                continue
+            try:
+                inputs = {"summary": summary_sha, "sweep": sweep_digest(sweep),
+                          "code": figure_code_digest(fig)}  # fmt: skip
+                check_record(record, "figure", exp, inputs)
+            except StoreError as err:
+                drop([*files, record], files[1], f"does not check out ({err})")
+        table = Path(self.paths.status_table(exp))
+        if os.path.lexists(table) or os.path.lexists(record_of(table)):
+            try:
+                check_record(record_of(table), "status_table", exp, {"summary": summary_sha})
+            except StoreError as err:
+                drop([table, record_of(table)], table, f"does not check out ({err})")
         return out
 
     def experiment_config(self, exp: str) -> str:
@@ -242,14 +351,14 @@ class Plan:
 def lock_results(plan: Plan) -> None:
     """Workflow start: take the plan's experiment directories (see :mod:`attnsvm.sweep.lock`).
 
-    Another live workflow on one of them ends this one with its message and no traceback.
+    Called when the workflow has parsed its config, before :meth:`Plan.repair` moves or removes
+    anything, so that a refused run changes nothing. Raises
+    :class:`~attnsvm.sweep.lock.ResultsInUseError` (one line naming the holder's pid, host and
+    start time) if another live workflow holds one of them. The locks are released when the
+    process exits, however it ends (:func:`unlock_results` also runs at the workflow's end).
     """
-    try:
-        lock_experiments(plan.results, plan.experiments)
-    except ResultsInUseError as err:
-        from snakemake.exceptions import WorkflowError  # called inside Snakemake only
-
-        raise WorkflowError(f"attnsvm: {err}") from None
+    lock_experiments(plan.results, plan.experiments)
+    atexit.register(unlock_results, plan)
 
 
 def unlock_results(plan: Plan) -> None:

@@ -447,6 +447,14 @@ def sweep_status(
             verify=verify,
             cache=checks.get(n),
         )
+    if verify and configfile is not None:  # derived outputs against their digests
+        from attnsvm.config.files import load_config_file
+        from attnsvm.plan import Plan
+
+        full = Plan.from_config(load_config_file(configfile))
+        for n in report:
+            if n in full.experiments:
+                report[n]["derived_unverified"] = full.check_derived(n)
     if cache is not None and (cache.get("fresh") or any(c.changed for c in checks.values())):
         cache.pop("fresh", None)
         status_cache.save(cache, cache_path)
@@ -493,6 +501,8 @@ def print_status(
         for u in r["blocks_unfinished"]:
             print(f"  {u['state']} block store (recomputed by the next run): {u['path']}")
             print(f"    {u['reason']}")
+        for line in r.get("derived_unverified", []):
+            print(f"  derived output (rebuilt by the next run): {line}")
         if r["ignored"]:
             print(f"  ignored, no block of the plan: {', '.join(r['ignored'][:5])}")
         if r["blocks_failed"]:
@@ -501,7 +511,14 @@ def print_status(
                 "`attnsvm status --failed-paths`): " + ", ".join(r["blocks_failed"][:5])
             )
     if verify:
-        print("checked: every file of every block store")
+        print(
+            "checked: every file of every block store"
+            + (
+                ", and the derived outputs against their digests"
+                if any("derived_unverified" in r for r in report.values())
+                else ""
+            )
+        )
     else:
         print("checked: block store manifests (--verify checks every file, as each run does)")
     if overall is not None:

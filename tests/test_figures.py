@@ -20,7 +20,9 @@ from attnsvm.report.draw import make_figure  # noqa: E402
 from attnsvm.report.figures import FIGURES as MODULES  # noqa: E402
 from attnsvm.report.figures import figure_module  # noqa: E402
 from attnsvm.report.style import caption_notes  # noqa: E402
-from attnsvm.sweep.summary import nan_quantiles, nan_stats, summarize  # noqa: E402
+from attnsvm.sweep.derived import figure_record  # noqa: E402
+from attnsvm.sweep.store import write_atomic  # noqa: E402
+from attnsvm.sweep.summary import nan_quantiles, nan_stats, summarize, write_summary  # noqa: E402
 
 # grid axes, fixed settings, linear or general head, per figure
 SPECS = {
@@ -184,9 +186,10 @@ def test_figure_from_zarr_and_netcdf_paths(name, tmp_path):
         if v.dtype == object:
             v.encoding.clear()
     sweep_path, summary_path = tmp_path / "sweep.zarr", tmp_path / "summary.nc"
-    sweep.to_zarr(sweep_path, consolidated=True)
-    summarize(sweep).to_netcdf(summary_path)
+    write_atomic(sweep, sweep_path, consolidated=True)  # as collect writes it (a manifest)
+    write_summary(sweep_path, summary_path)  # as summarize writes it (a digest record)
     make_figure(name, str(sweep_path), str(summary_path), tmp_path / "f.pdf", tmp_path / "f.png")
+    assert figure_record(tmp_path / "f.png").exists()
     assert (tmp_path / "f.pdf").stat().st_size > 1000
     assert (tmp_path / "f.png").stat().st_size > 1000
 

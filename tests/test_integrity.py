@@ -503,3 +503,56 @@ def test_sweep_store_has_a_manifest_and_summarize_names_a_damaged_sweep(one_bloc
     with pytest.raises(StoreError, match=f"damaged store {sweep}"):
         write_summary(sweep, tmp_path / "summary.nc")
     assert np.all([not p.name.startswith(".") for p in tmp_path.iterdir()])
+
+
+def test_repair_hashes_a_store_again_only_when_its_files_changed(block_copy, monkeypatch):
+    """Repair that scales (issue 31): a store verified once is not hashed again while its
+    files are unchanged (the verification cache); any write to a file, even one that keeps
+    its size and sets its modification time back, makes the next start hash it again."""
+    import os
+
+    from attnsvm.config.cell import cells_digest
+    from attnsvm.sweep import integrity
+    from attnsvm.sweep.integrity import VERIFY_CACHE, repair_blocks
+
+    exp, b, path = block_copy
+    planned = {b.name: cells_digest(b.cells)}
+    hashed: list[str] = []
+    real = integrity._file_sha256
+    monkeypatch.setattr(integrity, "_file_sha256", lambda p: hashed.append(str(p)) or real(p))
+    n_files = len(verify_store(path)["files"])
+    hashed.clear()
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])
+    assert len(hashed) == n_files and (path.parent.parent / VERIFY_CACHE).exists()
+    hashed.clear()
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])
+    assert hashed == []  # a later start hashes nothing
+    chunk = chunk_of(path, "corr_fro_alpha")
+    st = chunk.stat()
+    data = bytearray(chunk.read_bytes())
+    data[-3] ^= 0x04
+    chunk.write_bytes(bytes(data))
+    os.utime(chunk, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size, same mtime
+    msgs, redo = repair_blocks(path.parent, EXP, planned)
+    assert redo == [str(path)] and "does not match its checksum" in msgs[0]
+    assert not path.exists()
+
+
+def test_copied_store_is_hashed_and_a_stale_plan_is_seen_through_the_cache(block_copy):
+    import shutil
+
+    from attnsvm.config.cell import cells_digest
+    from attnsvm.sweep.integrity import repair_blocks
+
+    exp, b, path = block_copy
+    planned = {b.name: cells_digest(b.cells)}
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])
+    # the cache vouches for the files only: another plan's cells still make the store stale
+    msgs, redo = repair_blocks(path.parent, EXP, {b.name: "0" * 64}, dry_run=True)
+    assert redo == [str(path)] and "stale" in msgs[0]
+    # a copy put in its place (new inodes) is hashed again, and verifies
+    copy = path.parent / ".copy"
+    shutil.copytree(path, copy)
+    shutil.rmtree(path)
+    copy.rename(path)
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])

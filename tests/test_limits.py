@@ -16,7 +16,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from workflow_helpers import scratch_workflow, snakemake, write_config
+from workflow_helpers import scratch_workflow, snakemake, snakemake_command, write_config
 
 from attnsvm import cli
 from attnsvm.config.cell import Cell, CellError
@@ -486,6 +486,7 @@ def test_status_table_of_an_experiment_without_axes(tmp_path):
 
     from attnsvm import codes
     from attnsvm.report.status_table import status_rows, write_status_table
+    from attnsvm.sweep.derived import record_of, write_record
 
     counts = np.zeros(len(codes.CELL_STATUS), dtype=int)
     counts[0] = 2
@@ -495,8 +496,97 @@ def test_status_table_of_an_experiment_without_axes(tmp_path):
     header, rows = status_rows(summary)
     assert header == list(codes.CELL_STATUS) and rows == [[str(int(c)) for c in counts]]
     summary.to_netcdf(tmp_path / "s.nc")
+    write_record(record_of(tmp_path / "s.nc"), "summary", "", [tmp_path / "s.nc"], {})
     out = write_status_table(tmp_path / "s.nc", tmp_path / "status.html")
     import re
 
     assert re.search(r"<td[^>]*>2</td>", out.read_text())  # the ok count, in the styled table
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.nc", "status.html"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "s.nc",
+        "s.nc.digest.json",
+        "status.html",
+        "status.html.digest.json",
+    ]
+
+
+def _digests(root: Path) -> dict[str, str]:
+    """``{relative path: SHA-256}`` of every file under ``root`` (hidden files aside: Snakemake
+    writes ``.snakemake_timestamp`` into a block store once its job has ended)."""
+    import hashlib
+
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.startswith(".")
+    }
+
+
+def test_refused_unit_call_creates_nothing(tmp_path):
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock = tmp_path / "res" / "x" / LOCK_NAME
+        lock.parent.mkdir(parents=True)
+        lock.write_text(json.dumps({"pid": other.pid, "host": socket.gethostname()}))
+        with pytest.raises(ResultsInUseError):
+            lock_experiments(tmp_path / "res", ["new", "x"])
+    finally:
+        other.kill()
+        other.wait()
+    assert sorted(p.name for p in (tmp_path / "res").iterdir()) == ["x"]
+
+
+@pytest.mark.slow
+def test_a_refused_second_workflow_leaves_the_first_untouched(tmp_path):
+    """Issue 31: a second workflow (another clone, another config, the same results) started
+    while the first writes blocks is refused before its repair step moves anything; the
+    first run's files are untouched and it finishes."""
+    from attnsvm.sweep.integrity import check_block
+
+    results = tmp_path / "shared-results"
+    first_wd = scratch_workflow(_mkdir(tmp_path / "first"))
+    write_config(first_wd / "c.yaml", {"results": str(results), **one(seeds=6, block_size=1)})
+    second_wd = scratch_workflow(_mkdir(tmp_path / "second"))
+    # other iterations: every block of the first is stale for the second's plan
+    other = one(fixed={"iterations": 12}, seeds=6, block_size=1)
+    write_config(second_wd / "c.yaml", {"results": str(results), **other})
+    blocks = results / "x" / "blocks"
+
+    first = subprocess.Popen(
+        snakemake_command("--cores", "1", "--configfile", "c.yaml"),
+        cwd=first_wd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while not any(
+            check_block(p, "x", p.name.removesuffix(".zarr")).finished
+            for p in (blocks.glob("*.zarr") if blocks.is_dir() else [])
+        ):
+            assert first.poll() is None, first.communicate()[0][-3000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        before = {
+            p.name: _digests(p)
+            for p in blocks.glob("*.zarr")
+            if check_block(p, "x", p.name.removesuffix(".zarr")).finished
+        }
+        second = snakemake(second_wd, "--configfile", "c.yaml", timeout=300)
+        running = first.poll() is None
+        after = {name: _digests(blocks / name) for name in before}
+    finally:
+        log = first.communicate(timeout=600)[0]
+    assert running, "the first run ended before the second was refused: make its blocks slower"
+    text = second.stdout + second.stderr
+    assert second.returncode != 0
+    assert f"is in use by another attnsvm workflow (pid {first.pid} on host" in text, text[-3000:]
+    assert "started" in text and "Traceback" not in text
+    assert after == before
+    assert not (results / "x" / "quarantine").exists()
+    assert first.returncode == 0, log[-3000:]
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path

@@ -103,9 +103,12 @@ def test_run_info_states_versions_commit_counts_and_config(runs, tmp_path):
 
 def test_status_table_is_styled_and_counts_every_cell(runs, tmp_path):
     from attnsvm.report.status_table import write_status_table
+    from attnsvm.sweep.derived import record_of, write_record
 
     summary, _ = runs["small"]
     summary.to_netcdf(tmp_path / "summary.nc")
+    # the summary's digest record, as summarize writes it (the table checks it)
+    write_record(record_of(tmp_path / "summary.nc"), "summary", "", [tmp_path / "summary.nc"], {})
     html = write_status_table(tmp_path / "summary.nc", tmp_path / "status.html").read_text()
     assert "border='1'" not in html and "<style>" in html and 'class="attnsvm"' in html
     ok = int(summary["count_status"].sel(status="ok").sum())

@@ -4,15 +4,19 @@
 files Snakemake loaded, to catch what Snakemake's loader lets through) all read configs here.
 Every problem is one :class:`~attnsvm.config.grid.ConfigError` naming the file and, for YAML
 problems, the line: a file over MAX_CONFIG_BYTES, a binary (non-UTF-8) file, invalid YAML,
-a key given twice in one mapping (``fixed``, an experiment name, ...), or more than
-MAX_ALIASES alias uses. The parsed value then goes to :func:`attnsvm.plan.parse_config`,
-which bounds everything else.
+a key given twice in one mapping (``fixed``, an experiment name, ...), more than
+MAX_ALIASES alias uses, values nested deeper than MAX_DEPTH, or a path that is no regular file
+(a FIFO, which would block the reader, a device such as ``/dev/zero``, a directory): checked
+with ``os.stat`` before the file is opened. The parsed value then goes to
+:func:`attnsvm.plan.parse_config`, which bounds everything else.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -23,6 +27,8 @@ from attnsvm.config.errors import ConfigError
 MAX_CONFIG_BYTES = 4 * 2**20
 #: most alias uses (``*name``) in one file; real configs use a handful
 MAX_ALIASES = 1000
+#: deepest nesting of YAML collections (mappings, lists) in a config; real configs use 4
+MAX_DEPTH = 100
 
 
 class _Loader(yaml.SafeLoader):
@@ -31,8 +37,21 @@ class _Loader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._aliases = 0
+        self._depth = 0
 
     def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+        if self._depth >= MAX_DEPTH:
+            raise yaml.MarkedYAMLError(
+                problem=f"values nested more than {MAX_DEPTH} deep",
+                problem_mark=self.peek_event().start_mark,
+            )
+        self._depth += 1
+        try:
+            return self._compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def _compose_node(self, parent, index):  # type: ignore[no-untyped-def]
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
@@ -65,7 +84,10 @@ class _Loader(yaml.SafeLoader):
 def read_config_text(path: str | os.PathLike) -> str:
     """The text of a config file: bounded size, UTF-8, no NUL bytes (one-line errors)."""
     try:
-        size = os.path.getsize(path)
+        st = os.stat(path)  # before opening: opening a FIFO blocks, a device never ends
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{path}: {_kind(st.st_mode)}, not a regular file; a config is YAML")
+        size = st.st_size
         if size > MAX_CONFIG_BYTES:
             raise ConfigError(
                 f"{path}: the file has {size} bytes, more than the {MAX_CONFIG_BYTES} bytes a "
@@ -83,6 +105,20 @@ def read_config_text(path: str | os.PathLike) -> str:
         raise ConfigError(
             f"{path}: not a UTF-8 text file (byte {err.start}); a config is YAML text"
         ) from None
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "a special file"
 
 
 def load_config_text(text: str, name: str = "config") -> Any:
@@ -108,3 +144,43 @@ def check_config_files(paths: Iterable[str | os.PathLike]) -> None:
     keys, binary content and alias bombs it lets through."""
     for path in paths:
         load_config_file(path)
+
+
+def check_results_dir(results: str | os.PathLike) -> None:
+    """Refuse a ``results`` path the workflow could not write into (one :class:`ConfigError`
+    line naming it): an existing file, a dangling or looping symlink, a path below a file, a
+    directory without write permission (or on a read-only file system). A path that does not
+    exist yet is fine when its nearest existing parent is a writable directory. Nothing is
+    created (docs/store.md, layout)."""
+    cur = Path(results)
+    while True:
+        try:
+            st = os.stat(cur)
+        except FileNotFoundError:
+            if os.path.islink(cur):
+                raise ConfigError(
+                    f"'results' {str(results)!r}: {cur} is a dangling symlink (its target "
+                    f"{os.readlink(cur)!r} does not exist)"
+                ) from None
+            if cur.parent == cur:
+                return
+            cur = cur.parent
+            continue
+        except OSError as err:  # a symlink loop (ELOOP), a path below a file (ENOTDIR), ...
+            raise ConfigError(
+                f"'results' {str(results)!r}: {cur} cannot be used: {err.strerror or err}"
+            ) from None
+        if not stat.S_ISDIR(st.st_mode):
+            what = "a file" if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
+            raise ConfigError(f"'results' {str(results)!r}: {cur} is {what}, not a directory")
+        if not os.access(cur, os.W_OK | os.X_OK) or _read_only(cur):
+            raise ConfigError(f"'results' {str(results)!r}: {cur} is not writable")
+        return
+
+
+def _read_only(path: Path) -> bool:
+    """Whether ``path`` lies on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False

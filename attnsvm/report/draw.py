@@ -15,13 +15,21 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import xarray as xr  # noqa: E402
 
 from attnsvm.atomic import atomic_path  # noqa: E402
 from attnsvm.report.captions import figure_caption, write_caption  # noqa: E402
 from attnsvm.report.figures import figure  # noqa: E402
 from attnsvm.report.style import PNG_DPI, caption_notes  # noqa: E402
 from attnsvm.report.sweepdata import load_summary, load_sweep  # noqa: E402
+from attnsvm.sweep.derived import (  # noqa: E402
+    figure_code_digest,
+    figure_record,
+    sweep_digest,
+    write_record,
+)
 from attnsvm.sweep.integrity import clean_stale_partials  # noqa: E402
+from attnsvm.sweep.summary import verified_summary  # noqa: E402
 
 
 def save(fig, pdf_path, png_path) -> None:
@@ -40,8 +48,23 @@ def make_figure(name: str, sweep_path, summary_path, pdf_path, png_path, caption
 
     With ``caption_path``, also the figure's report caption (RST): its text, the run's numbers
     from the summary and the notes the plot function made.
+    The summary is checked against its digest record and the sweep first
+    (:func:`attnsvm.sweep.summary.verified_summary`: one error naming the file); the figure's
+    digest record (the summary's and sweep's digests, the figure code's SHA-256; docs/store.md)
+    is written last, next to the PNG.
     """
     fig_decl = figure(name)
+    record = figure_record(png_path)
+    record.unlink(missing_ok=True)  # files without their record are incomplete
+    from_files = not isinstance(sweep_path, xr.Dataset | None) and not isinstance(
+        summary_path, xr.Dataset | None
+    )  # Datasets in memory (tests, notebooks): drawn without checks and without a record
+    if from_files:
+        inputs = {
+            "summary": verified_summary(summary_path, sweep_path),
+            "sweep": sweep_digest(sweep_path),
+            "code": figure_code_digest(name),
+        }
     sweep = load_sweep(sweep_path, fig_decl.variables)
     summary = load_summary(summary_path)
     fig = fig_decl.plot(sweep, summary)
@@ -51,6 +74,9 @@ def make_figure(name: str, sweep_path, summary_path, pdf_path, png_path, caption
             write_caption(caption_path, figure_caption(name, summary, caption_notes(fig)))
     finally:
         plt.close(fig)
+    if from_files:
+        files = [pdf_path, png_path] + ([caption_path] if caption_path is not None else [])
+        write_record(record, "figure", str(summary.attrs.get("experiment", "")), files, inputs)
 
 
 __all__ = ["make_figure", "save"]

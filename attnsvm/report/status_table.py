@@ -15,6 +15,8 @@ import xarray as xr
 
 from attnsvm import codes
 from attnsvm.atomic import write_text_atomic
+from attnsvm.sweep.derived import record_of, write_record
+from attnsvm.sweep.summary import verified_summary
 
 
 def status_frame(summary: xr.Dataset):
@@ -93,7 +95,12 @@ def _by(counts: xr.DataArray, dim: str):
 
 def write_status_table(summary_path: str | os.PathLike, out: str | os.PathLike) -> Path:
     """Styled HTML tables: cells per status (and convergence type) for every grid point, and
-    SVM solves per status; failed, nonfinite and missing counts above zero are highlighted."""
+    SVM solves per status; failed, nonfinite and missing counts above zero are highlighted.
+
+    The summary is checked against its digest record first (one error naming the file); the
+    table's own record (the summary's SHA-256, docs/store.md) is written last."""
+    record_of(out).unlink(missing_ok=True)
+    summary_sha = verified_summary(summary_path)
     summary = xr.open_dataset(summary_path).load()
     frame = status_frame(summary)
     total = summary["count_status"].sum([d for d in summary["count_status"].dims if d != "status"])
@@ -117,4 +124,7 @@ def write_status_table(summary_path: str | os.PathLike, out: str | os.PathLike) 
             _styled(svm_frame, ["solver_error"], "SVM solves per status (all grid points)")
         )
     parts.append("</body></html>")
-    return write_text_atomic(out, "\n".join(parts))
+    write_text_atomic(out, "\n".join(parts))
+    experiment = str(summary.attrs.get("experiment", ""))
+    write_record(record_of(out), "status_table", experiment, [out], {"summary": summary_sha})
+    return Path(out)

@@ -29,6 +29,7 @@ from attnsvm import codes
 from attnsvm.config.cell import cells_digest
 from attnsvm.config.grid import Block, Experiment, experiment_from_json
 from attnsvm.logs import stage
+from attnsvm.sweep.derived import blocks_digest
 from attnsvm.sweep.integrity import StoreError, clean_stale_partials, stray_entries
 from attnsvm.sweep.store import fill_value, is_finished_store, load_verified, write_atomic
 from attnsvm.variables import annotate, fixed_attrs
@@ -273,7 +274,10 @@ def write_sweep(
     if stray:
         warnings.warn(f"ignored, no block of the plan: {[str(p) for p in stray]}", stacklevel=2)
     clean_stale_partials(out)
-    return write_atomic(collect_sweep(experiment, paths), out, consolidated=True)
+    planned = {b.name for b in experiment.blocks()}
+    inputs = blocks_digest({n: p for n, p in paths.items() if n in planned})
+    sweep = collect_sweep(experiment, paths)
+    return write_atomic(sweep, out, consolidated=True, manifest_extra={"inputs_sha256": inputs})
 
 
 def collect_experiment(
@@ -286,9 +290,10 @@ def collect_experiment(
     unknown = sorted(set(paths) - {b.name for b in exp.blocks()})
     if unknown:
         raise ValueError(f"block stores not in the plan of {exp.name!r}: {unknown[:5]}")
+    inputs = blocks_digest(paths)  # before reading: a block replaced meanwhile is a mismatch
     with stage(log, "collect", experiment=exp.name, blocks=len(paths), workers=workers) as info:
         sweep = collect_sweep(exp, paths, workers)
         info["cells"] = exp.n_cells
         info["MB"] = f"{sweep.nbytes / 1e6:.2f}"
     with stage(log, "write", store=out):
-        return write_atomic(sweep, out, consolidated=True)
+        return write_atomic(sweep, out, consolidated=True, manifest_extra={"inputs_sha256": inputs})

@@ -63,6 +63,11 @@ def _ignored(rel: str) -> bool:
     return rel == MANIFEST or any(part.startswith(".") for part in rel.split("/"))
 
 
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 (hex) of the file at ``path``, read in 1 MiB pieces."""
+    return _file_sha256(Path(path))
+
+
 def _file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -101,11 +106,15 @@ def _content_sha256(files: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def write_manifest(store: str | os.PathLike, attrs: Mapping[str, Any]) -> dict[str, Any]:
+def write_manifest(
+    store: str | os.PathLike, attrs: Mapping[str, Any], extra: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Write the manifest of the (complete, not yet renamed) store at ``store``.
 
     ``attrs``: the store's attributes; ``format`` decides the kind (``block`` / ``sweep``),
     ``experiment``, ``block``, ``cells_digest`` and ``failure_kind`` are copied when present.
+    ``extra``: more identity entries (a sweep's ``inputs_sha256``, the digest of the block
+    manifests it was collected from: :func:`attnsvm.sweep.derived.blocks_digest`).
     """
     root = Path(store)
     stats = _content_stats(root)
@@ -124,6 +133,7 @@ def write_manifest(store: str | os.PathLike, attrs: Mapping[str, Any]) -> dict[s
         # a hint for quick checks (verify_store's trust_unchanged), not part of the checksum:
         # a wrong entry only makes a file be hashed again
         "unchanged": {rel: _unchanged_key(st) for rel, st in stats.items()},
+        **(extra or {}),
     }
     write_text_atomic(root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
     return manifest
@@ -261,6 +271,18 @@ def check_block(
         m = verify_store(path, full=full, trust_unchanged=trust_unchanged, contents=contents)
     except StoreError as err:
         return BlockCheck(path, "damaged", err.reason)
+    return _against_plan(path, m, experiment, block, digest, check_version)
+
+
+def _against_plan(
+    path: Path,
+    m: dict[str, Any],
+    experiment: str,
+    block: str,
+    digest: str | None,
+    check_version: bool = True,
+) -> BlockCheck:
+    """What a block store whose manifest ``m`` verified is worth to the plan."""
     if m.get("kind") != "block" or m.get("experiment") != experiment or m.get("block") != block:
         where = f"{m.get('kind')} {m.get('experiment')!r}/{m.get('block')!r}"
         return BlockCheck(path, "foreign", f"its manifest describes {where}", m)
@@ -303,6 +325,113 @@ def quarantine(path: Path) -> Path:
     return dest
 
 
+VERIFY_CACHE = ".attnsvm-verify-cache.json"
+"""File (in the experiment folder) that remembers which stores verified, under their files'
+metadata (:class:`VerifyCache`)."""
+VERIFY_CACHE_FORMAT = "attnsvm-verify-cache/1"
+
+
+def store_stat_key(path: str | os.PathLike, manifest: Mapping[str, Any]) -> str | None:
+    """SHA-256 over the manifest's and every listed file's size, inode, modification and
+    status-change time (ns) of the store at ``path`` (``manifest``: its parsed manifest).
+
+    Any write to one of these files, or a copy of the store (new inodes), changes it; the
+    status-change time cannot be set back by a program. Files are found through the manifest
+    (one ``stat`` each, no folder listing): a file added to the store is seen by a full check
+    (``attnsvm status --verify``, collect), not by this key. ``None`` if a file is missing or
+    the manifest lists no files."""
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        return None
+    prefix = os.fspath(path) + os.sep  # strings, not Path objects: 10^6 stats at 10^4 stores
+    rows = []
+    try:
+        for rel in sorted((MANIFEST, *files)):
+            st = os.stat(prefix + rel)
+            rows.append(f"{rel}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}\0{st.st_ctime_ns}")
+    except (OSError, TypeError, ValueError):
+        return None
+    return hashlib.sha256("\n".join(rows).encode()).hexdigest()
+
+
+class VerifyCache:
+    """Which stores of an experiment verified (every file hashed), under their
+    :func:`store_stat_key`, kept in ``<experiment>/.attnsvm-verify-cache.json``.
+
+    The repair step at each start hashes only the stores whose files changed since they last
+    verified (a no-op start on 10^4 finished blocks lists and stats their files and reads their
+    manifests, in seconds; bench/bench_repair.py). A missing, unreadable or foreign cache is
+    rebuilt; it only saves work. ``attnsvm status --verify`` and collect never use it: they
+    hash every file.
+    """
+
+    def __init__(self, experiment_dir: str | os.PathLike):
+        self.path = Path(experiment_dir) / VERIFY_CACHE
+        self.changed = False
+        try:
+            body = json.loads(self.path.read_text())
+            ok = body.get("format") == VERIFY_CACHE_FORMAT and body.get("attnsvm") == (
+                attnsvm_version()
+            )
+            self.stores: dict[str, str] = dict(body["stores"]) if ok else {}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            self.stores = {}
+
+    def vouches(self, name: str, key: str | None) -> bool:
+        """Whether store ``name`` verified with exactly these files (``key``)."""
+        return key is not None and self.stores.get(name) == key
+
+    def put(self, name: str, key: str | None) -> None:
+        if key is not None and self.stores.get(name) != key:
+            self.stores[name] = key
+            self.changed = True
+
+    def drop(self, name: str) -> None:
+        if self.stores.pop(name, None) is not None:
+            self.changed = True
+
+    def save(self) -> None:
+        """Write the cache if it changed (a folder that cannot be written gets none)."""
+        if not self.changed:
+            return
+        body = {"format": VERIFY_CACHE_FORMAT, "attnsvm": attnsvm_version(),
+                "stores": self.stores}  # fmt: skip
+        try:
+            write_text_atomic(self.path, json.dumps(body, sort_keys=True))
+        except OSError:
+            pass
+        self.changed = False
+
+
+def check_block_cached(
+    path: str | os.PathLike,
+    experiment: str,
+    block: str,
+    digest: str | None,
+    cache: VerifyCache | None,
+) -> BlockCheck:
+    """:func:`check_block` with every file hashed, unless ``cache`` vouches for the store's
+    files (same :func:`store_stat_key` as when they last verified): then only its manifest
+    is read and checked against the plan (identity, cells, version)."""
+    if cache is None:
+        return check_block(path, experiment, block, digest)
+    path = Path(path)
+    try:
+        m = verify_store(path, contents=False)  # parsed once; no file hashed
+    except StoreError as err:
+        cache.drop(block)
+        return BlockCheck(path, "damaged", err.reason)
+    key = store_stat_key(path, m)
+    if cache.vouches(block, key):
+        return _against_plan(path, m, experiment, block, digest)
+    chk = check_block(path, experiment, block, digest)
+    if chk.state == "damaged":
+        cache.drop(block)
+    elif chk.manifest is not None:  # its files verified (whatever the plan thinks of it)
+        cache.put(block, store_stat_key(path, chk.manifest))
+    return chk
+
+
 def repair_blocks(
     blocks_dir: str | os.PathLike,
     experiment: str,
@@ -314,21 +443,24 @@ def repair_blocks(
     Damaged, stale and foreign stores are moved into ``quarantine/`` (never deleted), stores
     of blocks that failed for an environmental reason are removed (they hold no results), so
     that the workflow sees those blocks as missing and recomputes them. Stray entries are
-    left alone. Returns one warning per finding, naming the path, and the paths of the
-    stores to recompute; ``dry_run`` changes nothing.
+    left alone; stores whose files did not change since they last verified are not hashed
+    again (:class:`VerifyCache`). Returns one warning per finding, naming the path, and the
+    paths of the stores to recompute; ``dry_run`` changes nothing.
     """
     d = Path(blocks_dir)
     out: list[str] = []
     redo: list[str] = []
     if not d.is_dir():
         return out, redo
+    cache = VerifyCache(d.parent)
     for name, digest in planned.items():
         path = d / f"{name}.zarr"
         if not path.exists():
             continue
-        chk = check_block(path, experiment, name, digest)
+        chk = check_block_cached(path, experiment, name, digest, cache)
         if chk.finished:
             continue
+        cache.drop(name)
         redo.append(str(path))
         if dry_run:
             out.append(f"{chk.state} block store {path} ({chk.reason}) will be recomputed")
@@ -340,6 +472,8 @@ def repair_blocks(
             out.append(
                 f"{chk.state} block store {path} ({chk.reason}): moved to {dest}, recomputing"
             )
+    if not dry_run:
+        cache.save()
     stray = stray_entries(d, planned)
     if stray:
         names = ", ".join(p.name for p in stray[:5]) + (" ..." if len(stray) > 5 else "")

@@ -3,8 +3,9 @@
 Snakemake locks outputs only within one working directory (``.snakemake/locks``); two
 workflows started from different directories, or with different configs naming the same
 ``results`` and experiment, would otherwise overwrite each other's sweep and summary and fail
-on each other's half-written files. The workflow takes these locks when it starts executing
-(not for a dry run) and releases them when it ends; a second workflow on the same experiment
+on each other's half-written files. The workflow takes these locks when it parses the config,
+before its repair step moves or removes anything (not for a dry run, which changes nothing),
+and releases them when it ends; a second workflow on the same experiment
 is refused with one message naming the other run. A lock left by a killed run on this host
 (its process is gone) is taken over; one from another host names the file to delete.
 """
@@ -97,21 +98,45 @@ def _take(path: Path) -> bool:
     return True
 
 
+def _check_free(path: Path) -> None:
+    """Raise the refusal if a live workflow (or one on another host) holds ``path``."""
+    info = _read(path)
+    if not info or _mine(info):
+        return
+    if info.get("host") != socket.gethostname() or not isinstance(info.get("pid"), int):
+        raise _refusal(path, info)
+    if _alive(info["pid"]):
+        raise _refusal(path, info)
+
+
 def lock_experiments(results: str | os.PathLike, experiments: Iterable[str]) -> list[Path]:
     """Take the lock of every experiment directory under ``results`` (all or none).
 
-    Raises :class:`ResultsInUseError` if another live workflow holds one of them.
+    Raises :class:`ResultsInUseError` if another live workflow holds one of them; a refused
+    call leaves the file system as it found it: every lock is checked before any folder is
+    created, and what was created before a lost race is removed again.
     """
+    names = list(experiments)
+    for exp in names:  # refuse before anything is created
+        _check_free(Path(results) / exp / LOCK_NAME)
     taken: list[Path] = []
+    created: list[Path] = []
     try:
-        for exp in experiments:
+        for exp in names:
             d = Path(results) / exp
+            missing = [p for p in (d, *d.parents) if not p.exists()]
             d.mkdir(parents=True, exist_ok=True)
+            created += reversed(missing)
             path = d / LOCK_NAME
             if _take(path):
                 taken.append(path)
     except BaseException:
         unlock_experiments(results, [p.parent.name for p in taken])
+        for d in reversed(created):  # deepest first; only folders still empty
+            try:
+                d.rmdir()
+            except OSError:
+                pass
         raise
     return taken
 

@@ -318,13 +318,19 @@ def failed_block_dataset(
     return ds
 
 
-def write_atomic(ds: xr.Dataset, path: str | os.PathLike, consolidated: bool = False) -> Path:
+def write_atomic(
+    ds: xr.Dataset,
+    path: str | os.PathLike,
+    consolidated: bool = False,
+    manifest_extra: dict[str, str] | None = None,
+) -> Path:
     """Write ``ds`` to a Zarr store at ``path`` through :func:`attnsvm.atomic.atomic_path`.
 
     Every chunk is written (also one equal to the fill value) with a CRC-32C checksum
     (:data:`CHUNK_CODECS`); the manifest
     (:func:`attnsvm.sweep.integrity.write_manifest`) is written last, before the rename. An
     existing store at ``path`` is replaced only after the new one is complete.
+    ``manifest_extra``: more manifest entries (a sweep's ``inputs_sha256``).
     """
     encoding = {name: {"compressors": CHUNK_CODECS} for name in ds.variables}
     ds = ds.copy()
@@ -344,7 +350,7 @@ def write_atomic(ds: xr.Dataset, path: str | os.PathLike, consolidated: bool = F
             encoding=encoding,
             write_empty_chunks=True,
         )
-        write_manifest(tmp, ds.attrs)
+        write_manifest(tmp, ds.attrs, manifest_extra)
     return Path(path)
 
 

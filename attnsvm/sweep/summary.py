@@ -17,6 +17,7 @@ the same for ``convergence_strict`` (the strict rule), ``count_svm_status``.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +27,8 @@ import xarray as xr
 
 from attnsvm import codes
 from attnsvm.atomic import atomic_path
-from attnsvm.sweep.integrity import clean_stale_partials, load_verified
+from attnsvm.sweep.derived import check_record, record_of, record_sha, sweep_digest, write_record
+from attnsvm.sweep.integrity import StoreError, clean_stale_partials, load_verified, verify_store
 from attnsvm.variables import annotate, describe, netcdf_attr
 
 FLAG_PREFIXES = (
@@ -136,15 +138,41 @@ def write_summary(sweep_path: str | os.PathLike, out: str | os.PathLike) -> Path
     """Summarize the sweep store at ``sweep_path`` into a NetCDF file at ``out`` (atomic).
 
     The sweep is verified first (:func:`attnsvm.sweep.integrity.load_verified`): a damaged sweep
-    stops with an error naming it.
+    stops with an error naming it. The summary's digest record (the sweep's digest and the
+    summary's SHA-256, :mod:`attnsvm.sweep.derived`) is written last.
     """
     out = Path(out)
     clean_stale_partials(out)  # of a killed earlier attempt
+    record_of(out).unlink(missing_ok=True)  # a summary without its record is incomplete
+    digest = sweep_digest(sweep_path)
     sweep = load_verified(sweep_path)
     ds = summarize(sweep)
     with atomic_path(out) as tmp:
         ds.to_netcdf(tmp)
+    write_record(record_of(out), "summary", str(sweep.attrs.get("experiment", "")), [out],
+                 {"sweep": digest})  # fmt: skip
     return out
+
+
+def verified_summary(summary_path: str | os.PathLike, sweep_path: str | os.PathLike | None = None):
+    """Check the summary at ``summary_path`` against its digest record (and, with
+    ``sweep_path``, that it was built from that sweep); returns the summary's SHA-256.
+
+    Raises :class:`attnsvm.sweep.integrity.StoreError` naming the file that does not check out.
+    """
+    record = record_of(summary_path)
+    try:
+        experiment = str(json.loads(record.read_text()).get("experiment", ""))
+    except (OSError, ValueError, AttributeError):
+        experiment = ""
+    inputs = None if sweep_path is None else {"sweep": sweep_digest(sweep_path)}
+    check_record(record, "summary", experiment, inputs)
+    if sweep_path is not None:
+        expected = str(verify_store(sweep_path, contents=False).get("experiment", ""))
+        if experiment != expected:
+            raise StoreError(summary_path, f"summarizes experiment {experiment!r}, not "
+                             f"{expected!r}", "foreign")  # fmt: skip
+    return record_sha(record, Path(summary_path).name)
 
 
 # ----------------------------------------------------------------------------- statistics

@@ -8,23 +8,32 @@
 import sys
 
 import attnsvm
-from attnsvm.config.files import check_config_files
+from attnsvm.config.files import check_config_files, check_results_dir
 from attnsvm.config.errors import ConfigError
 from attnsvm.plan import Plan, lock_results, unlock_results
+from attnsvm.sweep.lock import ResultsInUseError
 from attnsvm.report.figures import FIGURES
 
 try:
     check_config_files(workflow.configfiles)  # what Snakemake's loader lets through
     PLAN = Plan.from_config(config)
+    check_results_dir(PLAN.results)  # a file, a dangling or looping symlink, unwritable
 except ConfigError as err:
     sys.exit(f"attnsvm: config error: {err}")
 
 if workflow.is_main_process:
     for warning in PLAN.cost_warnings(workflow.local_exec, workflow._cores):
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
+    dry_run = getattr(workflow.output_settings, "dryrun", False)
+    # one workflow at a time per experiment directory, taken before the repair below moves
+    # anything: a refused run changes nothing (not taken for a dry run, which changes nothing)
+    if not dry_run:
+        try:
+            lock_results(PLAN)
+        except ResultsInUseError as err:
+            sys.exit(f"attnsvm: {err}")
     # unfinished block stores (damaged, stale, foreign, environmental crash) become missing,
     # so that Snakemake recomputes them (docs/store.md, "Integrity")
-    dry_run = getattr(workflow.output_settings, "dryrun", False)
     for warning in PLAN.repair(dry_run=dry_run):
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
 
@@ -81,11 +90,7 @@ def figure_labels(wildcards):
     return PLAN.figure_labels(wildcards.experiment, wildcards.figure)
 
 
-# One workflow at a time per experiment directory (not taken for a dry run).
-onstart:
-    lock_results(PLAN)
-
-
+# The results lock (taken above, at parse time) is released at the end of the workflow.
 onsuccess:
     unlock_results(PLAN)
 

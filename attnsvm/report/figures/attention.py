@@ -95,6 +95,9 @@ def numbers(summary: xr.Dataset) -> list[str]:
     ]
 
 
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("train",)
+
 FIGURE = Figure(
     name="attention",
     label="cross, self, sequence and causal attention",

@@ -247,6 +247,9 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     return fig
 
 
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("train",)
+
 FIGURE = Figure(
     name="e1",
     label="E1: GD trajectories",

@@ -233,6 +233,9 @@ def numbers(summary: xr.Dataset) -> list[str]:
     return [*out, "feasible instances: " + captions.pooled_share(summary, "feasible_fro_opt")]
 
 
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("train",)
+
 FIGURE = Figure(
     name="e3",
     label="E3: rank of the SVM solutions",

@@ -271,6 +271,9 @@ def numbers(summary: xr.Dataset) -> list[str]:
     ]
 
 
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("train",)
+
 FIGURE = Figure(
     name="e4",
     label="E4: relu head and the Gen-SVM",

@@ -143,6 +143,9 @@ def numbers(summary: xr.Dataset) -> list[str]:
     ]
 
 
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("train",)
+
 FIGURE = Figure(
     name="e5",
     label="E5: lambda head",

@@ -182,6 +182,9 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     return fig
 
 
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("train",)
+
 FIGURE = Figure(
     name="e6",
     label="E6: convergence types",

@@ -222,6 +222,9 @@ def numbers(summary: xr.Dataset) -> list[str]:
     return out
 
 
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("train",)
+
 FIGURE = Figure(
     name="norms",
     label="optimizer x norm",

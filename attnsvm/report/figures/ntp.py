@@ -160,6 +160,9 @@ def numbers(summary: xr.Dataset) -> list[str]:
     return out
 
 
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("ntp",)
+
 FIGURE = Figure(
     name="ntp",
     label="next-token prediction",

@@ -143,6 +143,9 @@ def _legends(fig, ax, params: list[str]) -> None:
         fig.legend(handles, labels, loc="outside right upper", fontsize=6)
 
 
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("train",)
+
 FIGURE = Figure(
     name="optimizer",
     label="optimizer ablation",

@@ -148,6 +148,9 @@ def numbers(summary: xr.Dataset) -> list[str]:
     ]
 
 
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("train",)
+
 FIGURE = Figure(
     name="phase",
     label="phase maps",

@@ -93,6 +93,9 @@ def numbers(summary: xr.Dataset) -> list[str]:
     return out
 
 
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("train",)
+
 FIGURE = Figure(
     name="rank_gd",
     label="low-rank bias of KQ",

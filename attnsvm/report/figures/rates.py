@@ -147,6 +147,9 @@ def numbers(summary: xr.Dataset) -> list[str]:
     ]
 
 
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("train",)
+
 FIGURE = Figure(
     name="rates",
     label="convergence rates",

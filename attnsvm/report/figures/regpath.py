@@ -108,6 +108,9 @@ def numbers(summary: xr.Dataset) -> list[str]:
     return out
 
 
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("regpath",)
+
 FIGURE = Figure(
     name="regpath",
     label="regularization path",
