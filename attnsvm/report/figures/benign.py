@@ -120,3 +120,7 @@ FIGURE = Figure(
     numbers=numbers,
     variables=VARIABLES,
 )
+
+
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("train",)
