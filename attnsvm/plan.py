@@ -94,6 +94,18 @@ JOB_STARTUP_SECONDS = 3.0
 RESULTS_PRIORITY = 10_000  # above any block's priority (one per experiment)
 LOCAL_HOURS_WARN = 12.0
 BLOCK_MINUTES_WARN = 24 * 60
+BLOCK_SLACK_MINUTES = 5  # start-up slack of every block job's runtime request
+
+
+def array_rules(setting: str | None) -> set[str]:
+    """Rule names selected by snakemake-executor-plugin-slurm's ``--slurm-array-jobs`` value.
+
+    The plugin accepts ``"rule1, rule2"`` (commas or semicolons) or ``"all"``; None or an
+    empty value selects nothing (workflow/profiles/README.md, "Job arrays").
+    """
+    if not setting:
+        return set()
+    return {r.strip() for r in str(setting).replace(";", ",").split(",") if r.strip()}
 
 
 class Plan:
@@ -123,7 +135,32 @@ class Plan:
     def block_minutes(self, exp: str, block: str) -> int:
         """Runtime request for a block job in minutes (estimate x 3 + 5 min start-up slack)."""
         b = self._blocks[exp][block]
-        return int(5 + 3 * b.predicted_seconds() / 60)
+        return int(BLOCK_SLACK_MINUTES + 3 * b.predicted_seconds() / 60)
+
+    def array_block_minutes(self) -> int:
+        """Runtime request of every block job when blocks go out as SLURM job arrays.
+
+        snakemake-executor-plugin-slurm (2.x, ``--slurm-array-jobs``) submits all ready jobs of
+        a rule as one array with the resources of the first of them (one ``sbatch -t`` for all
+        tasks), whatever experiment they belong to. Every block therefore asks for the longest
+        :meth:`block_minutes` of the whole plan, so that no task inherits a shorter walltime
+        than its own estimate (workflow/profiles/README.md, "Job arrays").
+        """
+        return max(
+            (self.block_minutes(exp, block) for exp in self._blocks for block in self._blocks[exp]),
+            default=BLOCK_SLACK_MINUTES,
+        )
+
+    def block_runtime(self, exp: str, block: str, array_setting: str | None = None) -> int:
+        """The block rule's ``runtime`` resource (minutes) under the executor's array setting.
+
+        ``array_setting`` is the SLURM plugin's ``--slurm-array-jobs`` value (None or empty
+        off-cluster and without arrays): when it selects the ``block`` rule, every block asks
+        for :meth:`array_block_minutes`, otherwise for its own :meth:`block_minutes`.
+        """
+        if "block" in array_rules(array_setting) or "all" in array_rules(array_setting):
+            return self.array_block_minutes()
+        return self.block_minutes(exp, block)
 
     def priority(self, exp: str, results: bool = False) -> int:
         """Snakemake job priority: experiments in config order, each one's results first.

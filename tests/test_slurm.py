@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -117,7 +118,7 @@ def slurm_workdir(tmp: Path) -> tuple[Path, dict]:
 
     Only what this node cannot offer is changed: CPUs per job (the profile asks for 4 per
     block and collect job; CI runners and this VM may have 2, and SLURM would keep such a job
-    pending forever) and memory above the node's; the partition is set to the start script's
+    pending forever) and memory above half the node's; the partition is set to the start script's
     `gpu` partition. Returns the workdir and the fitted profile.
     """
     wd = scratch_workflow(tmp)
@@ -131,7 +132,8 @@ def slurm_workdir(tmp: Path) -> tuple[Path, dict]:
         prof["set-resources"][rule]["cpus_per_task"] = cpus_per_job
     for res in [prof["default-resources"], *prof["set-resources"].values()]:
         if "mem_mb" in res:
-            res["mem_mb"] = min(res["mem_mb"], mem // 2)
+            # half the node, less room for the few MB the plugin adds to array tasks' --mem
+            res["mem_mb"] = min(res["mem_mb"], mem // 2 - 64)
     prof["default-resources"]["slurm_partition"] = PARTITION
     path.write_text(yaml.safe_dump(prof, sort_keys=False))
     return wd, prof
@@ -171,8 +173,9 @@ def assert_same_science(a: xr.Dataset, b: xr.Dataset):
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
 
 
-def jobs_by_comment() -> dict[str, dict[str, str]]:
-    """Every job slurmctld still knows (MinJobAge=600 s), keyed by the plugin's --comment."""
+def slurm_jobs() -> dict[str, dict[str, str]]:
+    """Every job slurmctld still knows (MinJobAge=600 s), keyed by its id: ``JOBID_TASK`` for
+    the tasks of a job array (``ArrayJobId_ArrayTaskId``), ``JOBID`` for a plain job."""
     out = subprocess.run(
         ["scontrol", "show", "job", "-o"], capture_output=True, text=True, check=True
     ).stdout
@@ -181,8 +184,54 @@ def jobs_by_comment() -> dict[str, dict[str, str]]:
         if not line.startswith("JobId="):
             continue
         fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
-        jobs.setdefault(fields.get("Comment", ""), {}).update(fields)
+        if "ArrayTaskId" in fields:
+            jobs[f"{fields['ArrayJobId']}_{fields['ArrayTaskId']}"] = fields
+        else:
+            jobs[fields["JobId"]] = fields
     return jobs
+
+
+ARRAY_SUBMITTED = re.compile(
+    r"Submitted array job with Snakemake IDs ([\d,]+) and SLURM job ID (\d+)\. "
+    r"The individual task IDs are (\d+)-(\d+)\."
+)
+PLAIN_SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+)")
+
+
+def submitted(log: str) -> dict[str, tuple[str, str]]:
+    """``{snakemake job id: (rule and wildcards, SLURM id)}`` from a controller's log.
+
+    The plugin logs one line per array (Snakemake ids in task order, task ids ``first-last``)
+    and one per plain job; Snakemake's job header (``rule block:`` ... ``jobid: N`` ...
+    ``wildcards: ...``) names each job's rule and wildcards.
+    """
+    names: dict[str, str] = {}
+    rule = jobid = None
+    for line in log.splitlines():
+        text = line.strip()
+        if m := re.match(r"^(?:local)?rule (\w+):$", text):
+            rule, jobid = m.group(1), None
+        elif rule and (m := re.match(r"^jobid: (\d+)$", text)):
+            jobid = m.group(1)
+            names[jobid] = rule
+        elif rule and jobid and text.startswith("wildcards:"):
+            names[jobid] = f"{rule} {text[len('wildcards:') :].strip()}"
+    ids = {}
+    for m in ARRAY_SUBMITTED.finditer(log):
+        smk_ids = m.group(1).split(",")
+        first, last = int(m.group(3)), int(m.group(4))
+        for task, smk in zip(range(first, last + 1), smk_ids, strict=True):
+            ids[smk] = (names[smk], f"{m.group(2)}_{task}")
+    for m in PLAIN_SUBMITTED.finditer(log):
+        ids[m.group(1)] = (names[m.group(1)], m.group(2))
+    return ids
+
+
+def job_of(ids: dict[str, tuple[str, str]], rule: str, **wildcards: str) -> str:
+    """The SLURM id of the one submitted job of ``rule`` with these wildcards."""
+    want = f"{rule} " + ", ".join(f"{k}={v}" for k, v in wildcards.items())
+    (slurm_id,) = [sid for name, sid in ids.values() if name == want]
+    return slurm_id
 
 
 def minutes(timelimit: str) -> int:
@@ -203,25 +252,44 @@ def test_sweep_on_slurm_equals_local_run(slurm_cluster, local_sweep, tmp_path):
     blocks = plan.blocks(EXP)
     assert executed_jobs(proc, "block") == len(blocks) == expected_blocks(EXP_CONFIG)
     assert executed_jobs(proc, "collect") == 1
-    assert "has been submitted with SLURM jobid" in log  # really went through sbatch
+    assert "Submitted array job with Snakemake IDs" in log  # really went through sbatch
     sweep = xr.open_zarr(wd / TARGET).load()
     assert_same_science(sweep, local_sweep)
     # jobs were given a (placeholder) GPU, CUDA_VISIBLE_DEVICES but no CUDA: device=auto -> cpu
     assert set(np.unique(sweep["device"].values).tolist()) == {"cpu"}
 
+    # the blocks went out as one job array (the profile's slurm-array-jobs: block): tasks
+    # JOBID_1..JOBID_n of one SLURM job, one task per block; collect alone, as a plain job
+    assert prof["slurm-array-jobs"] == "block"
+    ids = submitted(log)
+    block_ids = {block: job_of(ids, "block", experiment=EXP, block=block) for block in blocks}
+    arrays = {sid.split("_")[0] for sid in block_ids.values()}
+    assert len(arrays) == 1, block_ids
+    (array,) = arrays
+    tasks = sorted(int(sid.split("_")[1]) for sid in block_ids.values())
+    assert tasks == list(range(1, len(blocks) + 1)), block_ids
+    collect_id = job_of(ids, "collect", experiment=EXP)
+    assert "_" not in collect_id
+
     # the resources the profile promises, as slurmctld recorded them for each job
-    jobs = jobs_by_comment()
+    jobs = slurm_jobs()
     block_res = prof["set-resources"]["block"]
-    for block in blocks:
-        job = jobs[f"rule_block_wildcards_{EXP}_{block}"]
+    for block, sid in block_ids.items():
+        job = jobs[sid]
+        assert job["ArrayJobId"] == array
         assert job["JobState"] == "COMPLETED", job
         assert job["Partition"] == PARTITION
         assert job["TresPerJob"] == f"gres:gpu:{block_res['gpu']}"  # --gpus=1
-        assert job["MinMemoryNode"] == f"{block_res['mem_mb']}M"
+        # the plugin adds ceil(3 x payload / MiB) MB for the tasks' encoded commands: 1 MB
+        # for this array's few kB
+        assert job["MinMemoryNode"] == f"{block_res['mem_mb'] + 1}M"
         assert int(job["NumCPUs"]) == block_res["cpus_per_task"]
-        assert minutes(job["TimeLimit"]) == plan.block_minutes(EXP, block)
+        # one walltime for the whole array: the longest block estimate of the plan
+        assert minutes(job["TimeLimit"]) == plan.array_block_minutes()
+        assert minutes(job["TimeLimit"]) >= plan.block_minutes(EXP, block)
         assert job["WorkDir"] == str(wd)
-    collect = jobs[f"rule_collect_wildcards_{EXP}"]
+    collect = jobs[collect_id]
+    assert collect["JobState"] == "COMPLETED", collect
     assert collect["Partition"] == PARTITION
     assert collect["MinMemoryNode"] == f"{prof['set-resources']['collect']['mem_mb']}M"
     assert minutes(collect["TimeLimit"]) == prof["set-resources"]["collect"]["runtime"]

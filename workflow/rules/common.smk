@@ -59,7 +59,9 @@ def block_digest(wildcards):
 
 
 def block_runtime(wildcards):
-    return PLAN.block_minutes(wildcards.experiment, wildcards.block)
+    # SLURM job arrays share the first task's runtime: Plan.block_runtime asks for the longest
+    arrays = getattr(getattr(workflow, "executor_settings", None), "array_jobs", None)
+    return PLAN.block_runtime(wildcards.experiment, wildcards.block, arrays)
 
 
 def block_priority(wildcards):
