@@ -297,6 +297,16 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
         "test_err_mm - test_flip_share (> 0: harmful overfitting, section 15)",
     ),
     "gd_mm_gap": ("GD - interpolator test error", "1", "test_err - test_err_mm"),
+    "fit_iteration": (
+        "iteration of the fit",
+        None,
+        "first checkpoint iteration with the run's smallest training error (section 15)",
+    ),
+    "test_err_at_fit": (
+        "test error at the fit",
+        "1",
+        "test error at fit_iteration; test_err_at_fit - test_err > 0: delayed generalization",
+    ),
     "curve_radius": ("radius R", None, "radius of the regularization path at this checkpoint"),
     "curve_gd_margin": (
         "GD margin",

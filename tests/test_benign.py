@@ -102,6 +102,11 @@ def test_stored_test_metrics_recompute_from_the_stored_W():
             fl = train.flipped
             assert ds["curve_flip_fit"].values[k] == np.mean(train.Y[fl] * ft[fl] > 0)
     assert float(ds["test_err"]) == ds["curve_test_err"].values[-1]
+    # the fit: the first checkpoint with the smallest training error, and the test error there
+    tr = ds["curve_train_err"].values
+    k = next(j for j in range(len(tr)) if tr[j] == tr.min())
+    assert float(ds["fit_iteration"]) == cell.checkpoints()[k]
+    assert float(ds["test_err_at_fit"]) == ds["curve_test_err"].values[k]
     assert float(ds["flip_share"]) == train.flipped.mean()
     assert float(ds["test_excess"]) == pytest.approx(float(ds["test_err"]) - test.flipped.mean())
     # the interpolator: attention along the Att-SVM of the stored labels' optimal tokens
@@ -109,6 +114,12 @@ def test_stored_test_metrics_recompute_from_the_stored_W():
     top = np.argmax(np.einsum("ntd,de,ne->nt", test.X, mm, test.Z), axis=1)
     f_mm = test.X[np.arange(len(test.X)), top] @ test.v
     assert float(ds["test_err_mm"]) == np.mean(test.Y * f_mm <= 0)
+
+
+def test_first_fit_is_the_first_checkpoint_at_the_smallest_training_error():
+    assert G.first_fit(np.array([0.4, 0.2, 0.1, 0.1, 0.15, 0.1])) == 2
+    assert G.first_fit(np.array([0.0, 0.0])) == 0
+    assert G.first_fit(np.array([0.5, 0.3, 0.3])) == 1
 
 
 def test_new_fields_at_their_defaults_keep_the_description():
@@ -134,13 +145,13 @@ def test_bad_combinations_are_refused_with_one_clear_error(values, match):
 
 
 # ----------------------------------------------------------------------------- claims and figure
-def _b13_claims():
+def _b13_claims(config: str = "config/config.yaml", experiment: str = "b13_benign"):
     import yaml
     from pydantic import TypeAdapter
 
     from attnsvm.config.claims import Claim
 
-    raw = yaml.safe_load(open("config/config.yaml"))["experiments"]["b13_benign"]["claims"]
+    raw = yaml.safe_load(open(config))["experiments"][experiment]["claims"]
     return {c.name: c for c in TypeAdapter(list[Claim]).validate_python(raw)}
 
 
@@ -187,6 +198,56 @@ def test_the_claims_of_b13_give_the_known_verdicts(excess, excess_mm, verdicts):
         assert evaluate_claim(sweep, cl[name], "b13_benign")["verdict"] == want, name
 
 
+def _delayed_sweep(at_fit: dict, final: dict, flip_fit: dict, seeds: int = 8):
+    """Per-seed ``test_err_at_fit`` ~ N(at_fit[snr], 0.004), ``test_err`` ~ N(final[snr],
+    0.004) and ``flip_fit`` ~ N(flip_fit[snr], 0.01) along snr: a known truth."""
+    import xarray as xr
+
+    rng = np.random.default_rng(1)
+    snrs = list(at_fit)
+    draws = {
+        name: np.stack([rng.normal(mean[s], sd, seeds) for s in snrs])
+        for name, mean, sd in (("test_err_at_fit", at_fit, 0.004), ("test_err", final, 0.004),
+                               ("flip_fit", flip_fit, 0.01))
+    }  # fmt: skip
+    dims = ("snr", "seed")
+    return xr.Dataset(
+        {"status": (dims, np.zeros((len(snrs), seeds), np.int8)),
+         **{k: (dims, v) for k, v in draws.items()}},
+        coords={"snr": snrs, "seed": np.arange(seeds)},
+        attrs={"axes": ["snr"]},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("at_fit", "final", "flip_fit", "verdicts"),
+    [
+        # Sakamoto & Sato's picture: at low SNR the test error falls by 0.1 after the fit, at
+        # high SNR the flipped labels are left unfit and nothing moves after the fit
+        ({0.1: 0.4, 0.2: 0.3, 1.0: 0.01, 3.0: 0.0}, {0.1: 0.3, 0.2: 0.2, 1.0: 0.01, 3.0: 0.0},
+         {0.1: 1.0, 0.2: 0.97, 1.0: 0.1, 3.0: 0.0},
+         {"delayed_generalization_below": "PASS", "memorizes_below_long": "PASS",
+          "no_overfitting_above": "PASS", "delayed_generalization_above": "PASS"}),
+        # what this project's runs show: the test error rises after the fit at low SNR, every
+        # flipped label fit at high SNR where the test error then rises by 0.05
+        ({0.1: 0.38, 0.2: 0.3, 1.0: 0.0, 3.0: 0.0}, {0.1: 0.44, 0.2: 0.36, 1.0: 0.05, 3.0: 0.05},
+         {0.1: 1.0, 0.2: 1.0, 1.0: 0.97, 3.0: 0.9},
+         {"delayed_generalization_below": "FAIL", "memorizes_below_long": "PASS",
+          "no_overfitting_above": "FAIL", "delayed_generalization_above": "FAIL"}),
+    ],
+)  # fmt: skip
+def test_the_delayed_generalization_claims_give_the_known_verdicts(
+    at_fit, final, flip_fit, verdicts
+):
+    from attnsvm.claims.evaluate import evaluate_claim
+
+    sweep = _delayed_sweep(at_fit, final, flip_fit)
+    cl = _b13_claims("config/beyond.yaml", "b13_delayed")
+    assert set(cl) == set(verdicts)
+    for name, want in verdicts.items():
+        assert evaluate_claim(sweep, cl[name], "b13_delayed")["verdict"] == want, name
+
+
 def _tiny_run(tmp_path, grid: dict, name: str):
     from attnsvm.plan import parse_experiment
     from attnsvm.report.draw import make_figure
@@ -226,6 +287,32 @@ def test_benign_figure_renders_from_a_tiny_pipeline(tmp_path):
     assert "mean final test error of GD: snr = 0.3: " in text and f"snr = 3: {fmt(mean)}" in text
     plotted = figure_module("benign").plot(sweep, summary)
     assert len(plotted.texts) == 1 and all(ax.get_legend() is None for ax in plotted.axes)
+    plt.close(plotted)
+
+
+def test_benign_figure_draws_each_step_size_as_its_own_series(tmp_path):
+    """A swept lr is never pooled: panel (a) has one GD line per lr whose points are that lr's
+    means, and one fit-vs-test panel per lr."""
+    import matplotlib.pyplot as plt
+
+    from attnsvm.report.figures import figure_module
+
+    sweep, summary, text = _tiny_run(tmp_path, {"snr": [0.3, 3.0], "lr": [0.1, 1.0]}, "benign")
+    assert "8 ok, 0 nonfinite, 0 failed, 0 missing" in text
+    plotted = figure_module("benign").plot(sweep, summary)
+    ax_a, *rest = [ax for ax in plotted.axes if ax.get_title(loc="left")]
+    assert [ax.get_title(loc="left").split("fit vs test error, ")[1] for ax in rest] == [
+        "lr = 0.1",
+        "lr = 1",
+    ]
+    gd = {c.get_label(): c for c in ax_a.containers if c.get_label().startswith("GD")}
+    assert sorted(gd) == ["GD, lr = 0.1", "GD, lr = 1"]
+    for lr in (0.1, 1.0):
+        want = summary["test_err_mean"].sel(lr=lr).transpose("snr").values
+        line = gd[f"GD, lr = {lr:g}"].lines[0]
+        np.testing.assert_allclose(line.get_ydata(), want)
+    # and the caption states every (snr, lr) point
+    assert "lr = 0.1" in text and "lr = 1" in text
     plt.close(plotted)
 
 

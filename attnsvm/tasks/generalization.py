@@ -18,6 +18,7 @@ from attnsvm.gd.data import Dataset
 SCALARS = (
     "test_loss", "test_err", "test_flip_share", "test_excess", "train_err", "flip_share",
     "flip_fit", "test_err_svm", "test_err_mm", "test_excess_mm", "gd_mm_gap",
+    "fit_iteration", "test_err_at_fit",
 )  # fmt: skip
 #: the per-checkpoint curves (stored as ``curve_<name>``)
 CURVES = ("test_loss", "test_err", "train_err", "flip_fit")
@@ -59,6 +60,13 @@ def flip_fit(f: np.ndarray, ds: Dataset) -> np.ndarray:
     return np.mean(ds.Y[flipped] * f[..., flipped] > 0, axis=-1)
 
 
+def first_fit(train_err: np.ndarray) -> int:
+    """Index of the first checkpoint at which the training error reaches its smallest value
+    over the run: the point where the model has fit (memorized) the training labels as far as
+    it ever does (docs/science.md §15, delayed generalization)."""
+    return int(np.flatnonzero(train_err <= train_err.min())[0])
+
+
 def _share(flipped: np.ndarray | None) -> float:
     return 0.0 if flipped is None else float(np.mean(flipped))
 
@@ -69,6 +77,7 @@ def measure(
     test: Dataset,
     svm: np.ndarray | None,
     interpolator: np.ndarray | None,
+    iterations: np.ndarray | None = None,
 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """Scalars and curves of docs/science.md §15 for the trajectory ``W`` (C, d, d).
 
@@ -94,4 +103,8 @@ def measure(
         )
     sc["test_excess_mm"] = sc["test_err_mm"] - sc["test_flip_share"]
     sc["gd_mm_gap"] = sc["test_err"] - sc["test_err_mm"]
+    its = np.arange(1, len(W) + 1) if iterations is None else np.asarray(iterations)
+    k = first_fit(curves["train_err"])
+    sc["fit_iteration"] = float(its[k])
+    sc["test_err_at_fit"] = float(curves["test_err"][k])
     return sc, curves

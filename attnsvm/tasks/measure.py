@@ -312,7 +312,7 @@ def _generalization(res: CellResult) -> None:
     fro, mm = res.svms["fro_alpha"], res.svms["fro_opt"]
     sc, curves = G.measure(
         res.W, res.data, res.test_data,
-        fro.W if fro.solved else None, mm.W if mm.solved else None,
+        fro.W if fro.solved else None, mm.W if mm.solved else None, res.iterations,
     )  # fmt: skip
     res.scalars.update(sc)
     res.curves.update(curves)
