@@ -62,6 +62,9 @@ def library() -> ctypes.CDLL | None:
     if cc is None:
         UNAVAILABLE.append("no C compiler ($CC, cc or gcc) on PATH")
         return None
+    if not SOURCE.is_file():
+        UNAVAILABLE.append(f"{SOURCE} is missing from the installed package")
+        return None
     key = hashlib.sha256(SOURCE.read_bytes() + " ".join((cc, *FLAGS)).encode()).hexdigest()
     path = _cache_dir() / f"fused-{key[:16]}.so"
     try:
