@@ -3,6 +3,7 @@
 Usage:
     python bench/bench_train.py [--device auto|cpu|cuda] [--iterations 2000]
     python bench/bench_train.py --steps [--before DIR]
+    python bench/bench_train.py --floor [--iterations 2000]
 
 The default prints seconds per seed for S = 1 vs S = 64 at the E2 shape (n, T, d) =
 (6, 8, 10) and the per-seed speed-up of batching (target >= 5x).
@@ -18,6 +19,16 @@ plain checkout of an earlier commit, e.g.
 
 Runs of the two trees alternate (before, after, before, ...) and the best of ``--repeats``
 is kept for each, so a change in machine load hits both alike.
+
+``--floor`` prints how far one training step is above its arithmetic floor (issue 28) at the
+E2 size (W and KQ, 100 seeds) and what ``torch.compile`` of the same step does, per step and
+per block job (compile time included), and trains one W and one KQ cell at (256, 32, 64) for
+``--iterations`` iterations (time and peak memory). The floor of a step is its floating-point
+operations divided by this machine's float64 rate on one thread, measured in the same run as
+the best of a 512 x 512 matrix product: the operations are torch's own count of the matrix
+products (torch.utils.flop_counter, 2 per multiply-add) plus one per output element of every
+other operation of the step (elementwise ops, reductions, exp/log counted as 1), read off the
+operations the step dispatches (counted with a dispatch mode, views excluded).
 """
 
 from __future__ import annotations
@@ -28,13 +39,16 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import torch  # noqa: E402
 from tables import Table  # noqa: E402  (bench/tables.py: BENCHMARKS.md's tables)
+from torch import Tensor  # noqa: E402
 
 from attnsvm.config.cell import Cell  # noqa: E402
 from attnsvm.gd.train import stack_cells, train_batch  # noqa: E402
@@ -62,6 +76,16 @@ def train_seconds(
         gradient=gradient,
     )  # fmt: skip
     return res.seconds, res.device
+
+
+def train_cpu(fields: dict, S: int, iterations: int) -> float:
+    """Process CPU seconds of train_batch on S seeds of ``fields`` (data stacked before)."""
+    cells = [Cell(iterations=iterations, seed=s, **fields) for s in range(S)]
+    b = stack_cells(cells)
+    data = (b["X"], b["Y"], b["Z"], b["v"], b["V"], b["init"])
+    t0 = time.process_time()
+    train_batch(*data, cells[0].settings("train"), device="cpu")
+    return time.process_time() - t0
 
 
 def seconds_per_seed(
@@ -152,6 +176,249 @@ def steps(args: argparse.Namespace) -> None:
     table.write()
 
 
+# --floor: the step against its arithmetic floor, torch.compile, training at size (issue 28)
+
+#: (label, Cell fields, seeds) of the floor cases: the E2 size
+FLOOR_CASES = [STEP_CASES[0], STEP_CASES[1]]
+#: (label, Cell fields) trained at size, one seed each
+SIZE_CASES = [
+    ("W (256,32,64)", {"param": "W", "n": 256, "T": 32, "d": 64}),
+    ("KQ (256,32,64)", {"param": "KQ", "n": 256, "T": 32, "d": 64}),
+]
+
+
+def gemm_rate(size: int = 512, repeats: int = 5) -> float:
+    """This machine's float64 rate on one thread, flop/s: best of a size x size matrix product."""
+    a = torch.randn(size, size, dtype=torch.float64)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.process_time()
+        a @ a
+        best = min(best, time.process_time() - t0)
+    return 2.0 * size**3 / best
+
+
+def one_step(fields: dict, S: int) -> tuple[Callable, Tensor]:
+    """One step of train_batch's loop for S seeds of ``fields`` (objective, normalized step,
+    the update and the loss sum of its finiteness test) as ``step(theta, loss_sum)``, and
+    the initial theta."""
+    from attnsvm.gd.model import Objective, pack
+    from attnsvm.gd.train import TORCH_DTYPES, step_rule
+
+    cells = [Cell(iterations=2, seed=s, **fields) for s in range(S)]
+    b = stack_cells(cells)
+    settings = cells[0].settings("train")
+    dt = TORCH_DTYPES[settings.dtype]
+    data = [None if b[k] is None else torch.as_tensor(b[k], dtype=dt) for k in "XYZvV"]
+    theta = pack({k: torch.as_tensor(v, dtype=dt) for k, v in b["init"].items()}, fields["param"])
+    objective = Objective(*data, settings)
+    rule = step_rule(settings, settings.lr, float(torch.finfo(dt).tiny))
+
+    def step(th: Tensor, loss_sum: Tensor) -> tuple[Tensor, Tensor]:
+        loss, _, _, G = objective(th, True)
+        return th - rule(G), loss_sum + loss
+
+    return step, theta
+
+
+def count_step(step: Callable, theta: Tensor) -> tuple[int, float]:
+    """Operations dispatched by one step (views excluded) and its floating-point operations
+    (module docstring)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class Count(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops, self.elementwise = 0, 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket.__name__ not in VIEWS:
+                self.ops += 1
+                if func.overloadpacket not in (torch.ops.aten.bmm, torch.ops.aten.mm):
+                    self.elementwise += sum(o.numel() for o in _tensors(out))
+            return out
+
+    loss_sum = torch.zeros(theta.shape[-3], dtype=theta.dtype)
+    with torch.inference_mode():
+        counter, flops = Count(), FlopCounterMode(display=False)
+        with flops, counter:
+            step(theta, loss_sum)
+    return counter.ops, float(flops.get_total_flops() + counter.elementwise)
+
+
+#: operations that only make a view of their input (no arithmetic, no copy): not counted
+VIEWS = {"view", "_unsafe_view", "transpose", "t", "expand", "as_strided", "unsqueeze",
+         "squeeze", "permute", "select", "slice", "alias", "detach", "unbind"}  # fmt: skip
+
+
+def _tensors(out: Any) -> list[Tensor]:
+    outs = out if isinstance(out, tuple | list) else (out,)
+    return [o for o in outs if isinstance(o, Tensor)]
+
+
+def loop_seconds(step: Callable, theta: Tensor, iterations: int) -> tuple[float, Tensor]:
+    """CPU seconds of ``iterations`` steps from theta, and the last theta."""
+    loss_sum = torch.zeros(theta.shape[-3], dtype=theta.dtype)
+    with torch.inference_mode():
+        th = theta.clone()
+        t0 = time.process_time()
+        for _ in range(iterations):
+            th, loss_sum = step(th, loss_sum)
+        return time.process_time() - t0, th
+
+
+def child_floor(case: int, iterations: int, compiled: bool) -> None:
+    """One floor case in this process; prints JSON (see :func:`floor`)."""
+    _, fields, S = FLOOR_CASES[case]
+    step, theta = one_step(fields, S)
+    rec: dict[str, Any] = {}
+    if not compiled:
+        rec["ops"], rec["flops"] = count_step(step, theta)
+        rec["gemm"] = gemm_rate()
+        from attnsvm.gd import fused
+
+        t0 = time.perf_counter()
+        built = fused.library() is not None  # the parent gives an empty ATTNSVM_CACHE
+        rec["build"] = time.perf_counter() - t0
+        rec["fused_error"] = "; ".join(fused.UNAVAILABLE)
+        best = {"0": float("inf"), "1": float("inf")}
+        for _ in range(3):  # best of 3, the two loops alternating
+            for flag in ("0", "1") if built else ("0",):
+                os.environ["ATTNSVM_FUSED"] = flag
+                train_cpu(fields, S, 20)  # warm-up
+                best[flag] = min(best[flag], train_cpu(fields, S, iterations))
+        rec["train"], rec["fused"] = best["0"], best["1"] if built else None
+        loop_seconds(step, theta, 20)
+        rec["loop"], th = loop_seconds(step, theta, iterations)
+    else:
+        t0 = time.perf_counter()
+        step = torch.compile(step, dynamic=False)
+        try:
+            loop_seconds(step, theta, 1)  # compiles
+        except Exception as err:  # no C++ compiler, or one that fails: torch's own message
+            print(json.dumps({"error": f"{type(err).__name__}: {err}"[:300]}))
+            return
+        rec["compile"] = time.perf_counter() - t0
+        loop_seconds(step, theta, 20)
+        rec["loop"], th = loop_seconds(step, theta, iterations)
+    rec["theta"] = th.flatten().tolist()
+    print(json.dumps(rec))
+
+
+def child_size(case: int, iterations: int) -> None:
+    """Train one cell of SIZE_CASES; prints JSON wall and CPU seconds and peak memory."""
+    import resource
+
+    _, fields = SIZE_CASES[case]
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cpu = time.process_time()
+    sec, _ = train_seconds(fields, 1, iterations, "cpu")
+    cpu = time.process_time() - cpu
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"seconds": sec, "cpu": cpu, "peak_mb": peak / 1024,
+                      "added_mb": (peak - base) / 1024}))  # fmt: skip
+
+
+def run_json(args: list[str], env: dict | None = None) -> dict:
+    """The JSON record printed by a child run of this script."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), *args]
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def floor(args: argparse.Namespace) -> None:
+    """The E2 step against its floor, eager and compiled, and training at size (``--floor``)."""
+    import tempfile
+
+    it = str(args.iterations)
+    table = Table("training_floor", "cost", "Training step against its arithmetic floor",
+                  ["case", "torch ops/step", "kflop/step", "floor us", "torch loop us/step",
+                   "ratio to floor", "fused loop us/step", "ratio to floor", "fused build s",
+                   "torch.compile us/step", "compile s (cold / cached)",
+                   "block s eager / compiled", "compiled: same bits"], order=31)  # fmt: skip
+    for case, (label, _, S) in enumerate(FLOOR_CASES):
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, ATTNSVM_CACHE=cache)
+            eager = run_json(["--child-floor", str(case), "--iterations", it], env)
+        floor_us = eager["flops"] / eager["gemm"] * 1e6
+        step_us = eager["train"] / args.iterations * 1e6
+        print(f"{label}, {S} seeds: {eager['ops']} ops, {eager['flops'] / 1e3:.0f} kflop/step, "
+              f"{eager['gemm'] / 1e9:.1f} Gflop/s -> floor {floor_us:.1f} us; torch loop "
+              f"{step_us:.1f} us/step = {step_us / floor_us:.1f}x the floor")  # fmt: skip
+        cells = [label, eager["ops"], f"{eager['flops'] / 1e3:.0f}", f"{floor_us:.1f}",
+                 f"{step_us:.0f}", f"{step_us / floor_us:.1f}x"]  # fmt: skip
+        if eager["fused"] is None:
+            print(f"  fused loop unavailable: {eager['fused_error']}")
+            cells += ["unavailable", "-", "-"]
+        else:
+            f_us = eager["fused"] / args.iterations * 1e6
+            print(f"  fused loop: {f_us:.1f} us/step = {f_us / floor_us:.1f}x the floor, "
+                  f"{eager['train'] / eager['fused']:.2f}x the torch loop; built in "
+                  f"{eager['build']:.2f} s (once per machine)")  # fmt: skip
+            cells += [f"{f_us:.0f}", f"{f_us / floor_us:.1f}x", f"{eager['build']:.2f}"]
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache)
+            runs = [run_json(["--child-floor", str(case), "--iterations", it, "--compiled"],
+                             env) for _ in range(2)]  # fmt: skip
+        if "error" in runs[0]:
+            print(f"  torch.compile failed: {runs[0]['error']}")
+            cells += ["failed", "-", "-", "-"]
+        else:
+            c_us = runs[1]["loop"] / args.iterations * 1e6
+            same = runs[1]["theta"] == eager["theta"]
+            ref = torch.tensor(eager["theta"], dtype=torch.float64)
+            diff = torch.tensor(runs[1]["theta"], dtype=torch.float64) - ref
+            rel = float(diff.abs().max() / ref.abs().max())
+            block_e, block_c = eager["loop"], runs[0]["compile"] + runs[1]["loop"]
+            print(f"  torch.compile: {c_us:.1f} us/step (eager loop "
+                  f"{eager['loop'] / args.iterations * 1e6:.1f}), compile {runs[0]['compile']:.1f}"
+                  f" s cold, {runs[1]['compile']:.1f} s cached; block of {args.iterations} "
+                  f"steps {block_e:.2f} s eager vs {block_c:.2f} s compiled; same bits {same} "
+                  f"(max rel diff {rel:.1e})")  # fmt: skip
+            compile_s = f"{runs[0]['compile']:.1f} / {runs[1]['compile']:.1f}"
+            bits = "yes" if same else f"no ({rel:.0e})"
+            cells += [f"{c_us:.0f}", compile_s, f"{block_e:.2f} / {block_c:.2f}", bits]
+        table.add(*cells)
+    size = Table("training_size", "cost", "Training at (256, 32, 64)",
+                 ["cell", "iterations", "wall s", "cpu s", "peak memory MB (process)",
+                  "added by training MB"], order=32)  # fmt: skip
+    for case, (label, _) in enumerate(SIZE_CASES):
+        rec = run_json(["--child-size", str(case), "--iterations", it])
+        print(f"{label}: {rec['seconds']:.2f} s wall, {rec['cpu']:.2f} s cpu, peak "
+              f"{rec['peak_mb']:.0f} MB (+{rec['added_mb']:.0f} MB)")  # fmt: skip
+        size.add(label, it, f"{rec['seconds']:.2f}", f"{rec['cpu']:.2f}", f"{rec['peak_mb']:.0f}",
+                 f"{rec['added_mb']:.0f}")  # fmt: skip
+    table.note(FLOOR_NOTE.format(it=it))
+    size.note(SIZE_NOTE)
+    table.write()
+    size.write()
+
+
+FLOOR_NOTE = (
+    "E2 size, 100 seeds, {it} iterations, one thread, process CPU seconds (the machine is "
+    "shared: waiting for a core is not counted), compile times wall. Floor: the step's "
+    "floating-point "
+    "operations over this machine's float64 rate on one thread (a 512 x 512 matrix product, "
+    "best of 5, same run); operations: torch's count of the matrix products plus one per "
+    "output element of every other operation the torch step dispatches (bench/bench_train.py)."
+    " Torch loop and fused loop: train_batch with ATTNSVM_FUSED=0 and 1 (attnsvm/gd/fused.py;"
+    " the whole call over its iterations, checkpoints included), best of 3, alternating; the "
+    "fused loop's build (gcc, into an empty cache) happens once per machine, not per block. "
+    "torch.compile (Inductor, C++ code built with the machine's gcc): the torch step "
+    "(objective, normalized step, update) in a loop of the bench, in a fresh process with an "
+    "empty Inductor cache (cold) and again with the cache it left (cached); a block job is one "
+    "process, so its cost is compile + steps against the eager steps. Same bits: the last "
+    "theta equal to the eager loop's (else the largest difference relative to max |theta|)."
+)
+SIZE_NOTE = (
+    "One seed each, train_batch on the CPU, one thread, the default checkpoints, in a fresh "
+    "process; peak memory is the process's maximum resident set (torch and its imports "
+    "included), added: its growth during the training call."
+)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="auto")
@@ -162,12 +429,22 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
     ap.add_argument("--steps", action="store_true", help="seed-iterations/s at E2 and E4 sizes")
     ap.add_argument("--before", default="", help="with --steps: a checkout to compare against")
+    ap.add_argument("--floor", action="store_true", help="the step against its floor")
     ap.add_argument("--child", type=int, default=-1, help=argparse.SUPPRESS)
+    ap.add_argument("--child-floor", type=int, default=-1, help=argparse.SUPPRESS)
+    ap.add_argument("--child-size", type=int, default=-1, help=argparse.SUPPRESS)
+    ap.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     if args.child >= 0:
         child(args.child, args.iterations, args.device)
+    elif args.child_floor >= 0:
+        child_floor(args.child_floor, args.iterations, args.compiled)
+    elif args.child_size >= 0:
+        child_size(args.child_size, args.iterations)
+    elif args.floor:
+        floor(args)
     elif args.steps:
         steps(args)
     else:

@@ -314,6 +314,23 @@ def test_rate_fit_recovers_a_planted_exponent():
     assert few.points < MIN_FIT_POINTS and np.isnan(few.rate)
 
 
+def test_rate_fit_is_scipys_linregress_bit_for_bit():
+    from scipy import stats
+
+    from attnsvm.tasks.metrics import RATE_CONFIDENCE
+
+    rng = np.random.default_rng(2)
+    k = np.unique(np.round(np.geomspace(1, 2000, 28))).astype(float)
+    for scale in (0.0, 1e-3, 0.5):
+        y = 1.5 * k**-0.9 * np.exp(rng.normal(0, scale, len(k)))
+        fit = tail_rate(k, y)
+        use = tail_window(k)
+        ref = stats.linregress(np.log(k[use]), np.log(y[use]))
+        half = float(stats.t.ppf(0.5 + RATE_CONFIDENCE / 2, use.sum() - 2)) * float(ref.stderr)
+        assert fit.rate == -float(ref.slope)
+        assert (fit.lo, fit.hi) == (-float(ref.slope) - half, -float(ref.slope) + half)
+
+
 def test_offselection_mass_is_exact_far_below_rounding():
     from attnsvm.tasks.metrics import offselection_mass
 

@@ -24,6 +24,7 @@ from torch import Tensor
 from attnsvm.config.cell import Cell
 from attnsvm.config.fields import CHOICES
 from attnsvm.config.settings import Settings
+from attnsvm.gd import fused
 from attnsvm.gd.data import make_dataset, make_init
 from attnsvm.gd.device import describe_device, resolve_device, to_device
 from attnsvm.gd.model import (
@@ -276,6 +277,7 @@ class _Problem:
     theta0: Tensor  # attnsvm.gd.model.pack's layout
     settings: Settings
     options: dict[str, Any]
+    eps: float = 0.0  # the normalized step's eps (train_batch)
 
     def seeds(self, sel: Tensor) -> _Problem:
         """The same problem restricted to the seeds ``sel`` (seeds never interact)."""
@@ -284,7 +286,7 @@ class _Problem:
         if options.get("mask") is not None:
             options["mask"] = options["mask"][sel]
         theta0 = self.theta0[:, sel] if self.settings.param == "KQ" else self.theta0[sel]
-        return _Problem(data, theta0, self.settings, options)
+        return _Problem(data, theta0, self.settings, options, self.eps)
 
     def objective(self, gradient: str) -> Evaluate:
         """The hand-derived :class:`Objective`, or autograd through :func:`loss_fn`."""
@@ -335,6 +337,8 @@ def _train_all(
 
     One host sync, after the loop. A seed's trajectory does not depend on its batch, so the
     re-run gives exactly the frozen run; the common all-finite case pays no per-step select.
+    Where :func:`attnsvm.gd.fused.applies`, the first pass is the fused loop (one compiled
+    call for all steps of all seeds); the frozen re-run is always the torch loop.
     """
     n, T = problem.data[0].shape[1:3]
 
@@ -347,7 +351,16 @@ def _train_all(
         return _descend(evaluate, p.theta0, rule, ks, iterations,
                         freeze=freeze, n=n, T=T, progress=progress)  # fmt: skip
 
-    buffers = list(descend(problem, False, progress))
+    dev = problem.theta0.device
+    if fused.applies(problem.settings, dev, gradient, problem.options):
+        ridge = problem.options.get("ridge")
+        ridge = problem.settings.ridge if ridge is None else ridge
+        buffers = fused.train(problem.data, problem.theta0, problem.settings, ks, iterations,
+                              problem.eps, ridge)  # fmt: skip
+        if progress is not None and iterations:
+            progress(iterations)
+    else:
+        buffers = list(descend(problem, False, progress))
     alive = buffers[3]
     if not bool(alive.all()):
         sel = torch.nonzero(~alive).squeeze(1)
@@ -448,7 +461,7 @@ def train_batch(
     data = tuple(None if a is None else to_device(a, dev, tdt) for a in (X, Y, Z, v, V))
     param = settings.param
     theta0 = pack({k: to_device(init[k], dev, tdt) for k in param_names(param)}, param)
-    problem = _Problem(data, theta0, settings, options)
+    problem = _Problem(data, theta0, settings, options, eps)
     # inference mode (no autograd bookkeeping at all) saves ~10% of a small step; the
     # autograd path needs grad mode inside, which inference mode forbids
     no_autograd = torch.inference_mode if gradient == "analytic" else torch.no_grad

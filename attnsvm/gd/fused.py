@@ -1,0 +1,149 @@
+"""The fused training loop: the whole GD run of a batch in one compiled call (docs/science.md
+§3, "Fused step").
+
+At the paper's sizes a step of :class:`attnsvm.gd.model.Objective` is some 45-60 torch
+operations on a few kflop per seed, so it costs per-operation overhead, not arithmetic. For the
+common case (linear head, normalized GD, W or K Q^T, float64 on the CPU, every token attended,
+the stable form) the loop of :func:`attnsvm.gd.train.train_batch` runs instead in
+``fused.c``: the same formulas evaluated seed by seed in plain C, all steps in one call.
+
+The library is built once per machine with its C compiler (``$CC``, else ``cc`` or ``gcc``)
+into a cache directory (``$ATTNSVM_CACHE``, else ``~/.cache/attnsvm``), named by a hash of the
+source and the flags, and loaded with ctypes (no torch headers, a build takes about a second).
+Where no compiler works, :func:`library` is None and training takes the torch loop: the numbers
+then differ in the last bits (other rounding order), never in what is computed. Set
+``ATTNSVM_FUSED=0`` to use the torch loop everywhere.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+SOURCE = Path(__file__).with_name("fused.c")
+#: IEEE arithmetic in program order: no fast-math, no contraction into fused multiply-adds
+FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math")
+#: why the library is missing, once :func:`library` has failed (for messages and benches)
+UNAVAILABLE: list[str] = []
+
+
+def enabled() -> bool:
+    """False when the environment asks for the torch loop (``ATTNSVM_FUSED=0``)."""
+    return os.environ.get("ATTNSVM_FUSED", "1") != "0"
+
+
+def _compiler() -> str | None:
+    for name in (os.environ.get("CC"), "cc", "gcc"):
+        if name and shutil.which(name):
+            return name
+    return None
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("ATTNSVM_CACHE") or Path.home() / ".cache" / "attnsvm"
+    return Path(root)
+
+
+@functools.cache
+def library() -> ctypes.CDLL | None:
+    """The compiled fused loop, built on first use (module docstring), or None."""
+    cc = _compiler()
+    if cc is None:
+        UNAVAILABLE.append("no C compiler ($CC, cc or gcc) on PATH")
+        return None
+    if not SOURCE.is_file():
+        UNAVAILABLE.append(f"{SOURCE} is missing from the installed package")
+        return None
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join((cc, *FLAGS)).encode()).hexdigest()
+    path = _cache_dir() / f"fused-{key[:16]}.so"
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+                out = Path(tmp) / path.name
+                cmd = [cc, *FLAGS, str(SOURCE), "-o", str(out), "-lm"]
+                subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
+                os.replace(out, path)  # atomic: concurrent jobs see a whole library or none
+        lib = ctypes.CDLL(str(path))
+    except (OSError, subprocess.SubprocessError) as err:
+        detail = getattr(err, "stderr", "") or str(err)
+        UNAVAILABLE.append(f"building {SOURCE.name} with {cc} failed: {detail.strip()[:300]}")
+        return None
+    fn = lib.attnsvm_train_linear
+    dbl, i32 = ctypes.c_double, ctypes.c_int
+    ptr = ctypes.c_void_p
+    fn.argtypes = [i32] * 5 + [ptr] * 5 + [dbl] * 4 + [i32, ptr, i32, ptr, ptr, ptr, ptr]
+    fn.restype = i32
+    return lib
+
+
+def applies(settings: Any, device: torch.device, gradient: str, options: dict) -> bool:
+    """Whether the fused loop computes this :func:`attnsvm.gd.train.train_batch` call."""
+    return (
+        enabled()
+        and device.type == "cpu"
+        and gradient == "analytic"
+        and settings.head == "linear"
+        and settings.optimizer == "normalized"
+        and settings.param in ("W", "KQ")
+        and settings.dtype == "float64"
+        and options.get("stable", True)
+        and options.get("mask") is None
+        and library() is not None
+    )
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+def train(
+    data: tuple, theta0: Tensor, settings: Any, ks: list[int], iterations: int, eps: float,
+    ridge: float,
+) -> list[Tensor]:  # fmt: skip
+    """The run of :func:`attnsvm.gd.train._descend` (``freeze=False``) in the fused loop.
+
+    ``data`` (X, Y, Z, v, V) and ``theta0`` (:func:`attnsvm.gd.model.pack`'s layout) float64
+    CPU tensors. Returns ``[W (S,C,d,d), softmax (S,C,n,T), loss (S,C), alive (S,), bad_at
+    (S,)]`` as torch tensors; as with the torch loop, a seed that is not alive has meaningless
+    values (train_batch trains it again with the freeze).
+    """
+    lib = library()
+    if lib is None:
+        raise RuntimeError(f"the fused loop is unavailable: {'; '.join(UNAVAILABLE)}")
+    X, Y, Z, v = (np.ascontiguousarray(t.numpy(), dtype=np.float64) for t in data[:4])
+    S, n, T, d = X.shape
+    if settings.param == "KQ":  # (2, S, d, m) -> (S, 2, d, m)
+        theta = np.ascontiguousarray(theta0.numpy().transpose(1, 0, 2, 3))
+        m = theta.shape[-1]
+    else:
+        theta = np.array(theta0.numpy(), dtype=np.float64, order="C")
+        m = 0
+    C = len(ks)
+    ks_arr = np.asarray(ks, dtype=np.int32)
+    W = np.zeros((S, C, d, d))
+    s = np.zeros((S, C, n, T))
+    loss = np.zeros((S, C))
+    alive = np.zeros(S, dtype=np.int32)
+    tiny = float(np.finfo(np.float64).tiny)
+    rc = lib.attnsvm_train_linear(
+        S, n, T, d, m, _ptr(X), _ptr(Y), _ptr(Z), _ptr(v), _ptr(theta),
+        float(settings.lr), float(eps), tiny, float(ridge), int(iterations),
+        _ptr(ks_arr), C, _ptr(W), _ptr(s), _ptr(loss), _ptr(alive),
+    )  # fmt: skip
+    if rc != 0:
+        raise MemoryError("the fused loop could not allocate its scratch space")
+    ok = torch.from_numpy(alive.astype(bool))
+    bad_at = torch.where(ok, -1, torch.zeros(S, dtype=torch.int64))
+    return [torch.from_numpy(W), torch.from_numpy(s), torch.from_numpy(loss), ok, bad_at]
