@@ -28,6 +28,7 @@ def _both(monkeypatch, cells):
 @pytest.mark.parametrize("kw", [{"param": "W"}, {"param": "KQ"}, {"param": "KQ", "m": 4}])
 def test_fused_loop_agrees_with_the_torch_loop(monkeypatch, kw):
     cells = [Cell(seed=s, iterations=1000, **E2, **kw) for s in range(12)]
+    monkeypatch.setenv("ATTNSVM_FUSED", "1")
     assert fused.applies(cells[0].settings("train"), _cpu(), "analytic", {"mask": None})
     ref, res = _both(monkeypatch, cells)
     assert res.finite.all() and ref.finite.all()
@@ -73,9 +74,22 @@ def test_torch_loop_where_no_compiler_works(monkeypatch, tmp_path):
     "kw",
     [{"head": "relu", "generator": "relu"}, {"optimizer": "plain"}, {"dtype": "float32"}],
 )
-def test_fused_loop_only_where_it_applies(kw):
+def test_fused_loop_only_where_it_applies(monkeypatch, kw):
+    monkeypatch.setenv("ATTNSVM_FUSED", "1")
     settings = Cell(**E2, **kw).settings("train")
     assert not fused.applies(settings, _cpu(), "analytic", {"stable": True, "mask": None})
     base = Cell(**E2).settings("train")
     assert not fused.applies(base, _cpu(), "autograd", {"stable": True, "mask": None})
     assert not fused.applies(base, _cpu(), "analytic", {"stable": False, "mask": None})
+    if fused.library() is not None:
+        assert fused.applies(base, _cpu(), "analytic", {"stable": True, "mask": None})
+
+
+def test_fused_loop_is_opt_in(monkeypatch):
+    """Stored values must not depend on a node's compiler: the torch loop is the default."""
+    monkeypatch.delenv("ATTNSVM_FUSED", raising=False)
+    assert not fused.enabled()
+    monkeypatch.setenv("ATTNSVM_FUSED", "0")
+    assert not fused.enabled()
+    monkeypatch.setenv("ATTNSVM_FUSED", "1")
+    assert fused.enabled()

@@ -11,8 +11,12 @@ The library is built once per machine with its C compiler (``$CC``, else ``cc`` 
 into a cache directory (``$ATTNSVM_CACHE``, else ``~/.cache/attnsvm``), named by a hash of the
 source and the flags, and loaded with ctypes (no torch headers, a build takes about a second).
 Where no compiler works, :func:`library` is None and training takes the torch loop: the numbers
-then differ in the last bits (other rounding order), never in what is computed. Set
-``ATTNSVM_FUSED=0`` to use the torch loop everywhere.
+then differ in the last bits (other rounding order), never in what is computed.
+
+The loop is opt-in (``ATTNSVM_FUSED=1``): by default every machine trains with the torch loop,
+so a store's values never depend on whether the node that computed a block had a compiler
+(some chaotic E6 cells amplify the last-bit differences, docs/science.md §4 "Stored values
+across solver changes").
 """
 
 from __future__ import annotations
@@ -39,8 +43,8 @@ UNAVAILABLE: list[str] = []
 
 
 def enabled() -> bool:
-    """False when the environment asks for the torch loop (``ATTNSVM_FUSED=0``)."""
-    return os.environ.get("ATTNSVM_FUSED", "1") != "0"
+    """True only when the environment asks for the fused loop (``ATTNSVM_FUSED=1``)."""
+    return os.environ.get("ATTNSVM_FUSED", "0") == "1"
 
 
 def _compiler() -> str | None:
