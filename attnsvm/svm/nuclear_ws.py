@@ -3,11 +3,11 @@
 Implements docs/science.md §4, Att-SVM_* (``W_mm_*``), "The SVMs at size", on the reduced rows
 of :mod:`attnsvm.svm.nuclear` (``min ||M||_* s.t. a_k^T M b_k >= c_k``, every ``c_k > 0``) for
 instances with more rows than the primal-dual method of :mod:`attnsvm.svm.nuclear_pd` takes
-at once (its Schur complement is N x N: ~5 N^2 doubles and N^3 / 3 flops per iteration).
+at once (its Schur complement is N x N: ~6 N^2 doubles and N^3 / 3 flops per iteration).
 
-The optimum is pinned down by its tight rows, far fewer than all rows: at (n, T, d) =
-(256, 32, 64) (7,936 rows) about 1,400 rows carry a multiplier (a rank-r optimum of a d x d
-problem can have up to ``r (2d - r)``), so the primal-dual method runs on a working set S:
+The optimum is pinned down by its tight rows, far fewer than all rows at these sizes (a
+rank-r optimum of a d x d problem generically has at most ``r (2d - r)``), so the
+primal-dual method runs on a working set S:
 
 1. S starts with the rows of least margin under a warm start (the Frobenius answer, which
    shares the feasible set: ``WS_START_ROWS`` rows, or all rows it holds with equality);
@@ -22,7 +22,8 @@ rows of S), so the certificate is today's one unchanged: the caller checks every
 lifted W and accepts it only with the certified relative gap ``(||W||_* - c^T lam /
 ||G(lam)||_2) / ||W||_*`` <= ``attnsvm.svm.nuclear.GAP_TOL``, and otherwise goes on to the
 next solver (Clarabel / SCS), as for every other route. Memory: the primal-dual method's
-~5 |S|^2 doubles (|S| <= ``WS_MAX_ROWS``: at most ~360 MB) plus O(N (p + q)) for the rows.
+~6 |S|^2 doubles (|S| <= ``WS_MAX_ROWS``: at most ~430 MB) plus O(N (p + q)) for the rows
+(bench/bench_size.py measures the peak).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from attnsvm.svm.nuclear_pd import solve_primal_dual
 #: rows the first working set takes (those of least margin under the warm start), unless the
 #: warm start holds more rows with equality (they all join)
 WS_START_ROWS = 1500
-#: rows the working set may hold: the primal-dual method's N x N matrices (~5 N^2 doubles,
-#: ~360 MB at 3,000 rows; its N^3 / 3-flop Cholesky sets the time)
+#: rows the working set may hold: the primal-dual method's N x N matrices (~6 N^2 doubles,
+#: ~430 MB at 3,000 rows; its N^3 / 3-flop Cholesky sets the time)
 WS_MAX_ROWS = 3000
 #: fewest violated rows that join per round (as many as the set keeps when that is more)
 WS_MIN_ADD = 200
