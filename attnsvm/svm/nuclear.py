@@ -31,8 +31,12 @@ Its answer is accepted only with a certified duality gap <= ``GAP_TOL``; otherwi
 rows and reduced size ``PD_MAX_SIZE``, every rhs > 0) first go to the primal-dual NT method
 of :mod:`attnsvm.svm.nuclear_pd`: 30-80 ms at E3's n = T = 15 (210 rows) against 0.2-0.9 s
 for Clarabel, ~1.2-1.8 s against ~2.3-5 s for SCS at (50, 20, 100); the same certificate
-decides, and Clarabel / SCS take over on any failure. ``SVMResult.solver`` names the route
-that produced the answer.
+decides, and Clarabel / SCS take over on any failure. Above ``PD_MAX_ROWS`` rows (reduced
+size up to ``WS_MAX_SIZE``, every rhs > 0) the primal-dual method runs on a working set of
+rows (:mod:`attnsvm.svm.nuclear_ws`, issue 28, warm-started from the Frobenius answer): its
+multipliers padded with zeros certify the gap over all rows, checked as above; it is the
+only route this change adds, so systems of at most ``PD_MAX_ROWS`` rows keep theirs.
+``SVMResult.solver`` names the route that produced the answer.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from attnsvm.svm.frobenius import (
 )
 from attnsvm.svm.nuclear_ipm import certified_gap, solve_dual_barrier
 from attnsvm.svm.nuclear_pd import solve_primal_dual
+from attnsvm.svm.nuclear_ws import solve_working_set
 
 #: reduced size ``r_l + r_r`` up to which the dual barrier method (attnsvm.svm.nuclear_ipm) is
 #: tried first: its dense N x N Newton systems are cheap there
@@ -73,6 +78,9 @@ BARRIER_MAX_ROWS = 80
 #: first above BARRIER_MAX_ROWS: (50, 20, 100) has size 150 and 950 rows
 PD_MAX_SIZE = 150
 PD_MAX_ROWS = 1000
+#: reduced size up to which systems of more than PD_MAX_ROWS rows first go to the working set
+#: around the primal-dual method (attnsvm.svm.nuclear_ws; issue 28): d = 64 has size 128
+WS_MAX_SIZE = 256
 #: reduced SDP size ``r_l + r_r`` up to which Clarabel (interior point, exact, slow) is used
 CLARABEL_MAX_SIZE = 30
 SCS_OPTIONS = dict(eps_abs=1e-8, eps_rel=1e-8, max_iters=200_000, acceleration_lookback=10)
@@ -340,6 +348,21 @@ def _solve_primal_dual(prob: _Direct) -> tuple[str, np.ndarray | None, np.ndarra
     return _lift_certificate(prob, solve_primal_dual(prob.a, cons.right @ prob.U_r, cons.rhs))
 
 
+def _solve_working_set(
+    prob: _Direct, frobenius: SVMResult | None
+) -> tuple[str, np.ndarray | None, np.ndarray | None, str]:
+    """The working set of :mod:`attnsvm.svm.nuclear_ws` around the primal-dual method, warm
+    started from the Frobenius answer's margins (issue 28). Its answer counts only through the
+    certified gap over all rows (``GAP_TOL``), like the primal-dual method's."""
+    cons = prob.cons
+    W0 = None if frobenius is None else frobenius.W
+    warm = None if W0 is None else cons.values(W0)
+    res = solve_working_set(prob.a, cons.right @ prob.U_r, cons.rhs, warm)
+    if res is None:
+        return "breakdown", None, None, "working set: no answer"
+    return "certificate", prob.U_l @ res.M @ prob.U_r.T, res.lam, res.note
+
+
 def _lift_certificate(prob: _Direct, res) -> tuple[str, np.ndarray | None, np.ndarray | None]:
     """(status, full-size W, multipliers) of a reduced barrier / primal-dual result."""
     if res is None:
@@ -377,6 +400,10 @@ def _try_direct(cons: Constraints, t0: float, frobenius: SVMResult | None) -> SV
     except (np.linalg.LinAlgError, ValueError):
         return None
     messages = []
+    size = sum(prob.shape)
+    at_size = cons.n_rows > PD_MAX_ROWS and size <= WS_MAX_SIZE and bool(np.all(cons.rhs > 0))
+    if at_size and frobenius is None:  # the working set's warm start (and feasibility)
+        frobenius = solve_frobenius(cons)
     if not prob.certified_feasible():
         verdict = _frobenius_verdict(cons, t0, frobenius)
         if verdict is not None:
@@ -384,9 +411,10 @@ def _try_direct(cons: Constraints, t0: float, frobenius: SVMResult | None) -> SV
         messages.append("feasibility by the Frobenius QP")
     else:
         messages.append("feasibility certified by structure")
-    size = sum(prob.shape)
     order = _sdp_order(size)
-    if np.all(cons.rhs > 0):
+    if at_size:
+        order.insert(0, "ws-primal-dual")
+    elif np.all(cons.rhs > 0):
         if size <= BARRIER_MAX_SIZE and cons.n_rows <= BARRIER_MAX_ROWS:
             order.insert(0, "barrier")
         elif size <= PD_MAX_SIZE and cons.n_rows <= PD_MAX_ROWS:
@@ -397,6 +425,9 @@ def _try_direct(cons: Constraints, t0: float, frobenius: SVMResult | None) -> SV
                 status, W, lam = _solve_barrier(prob)
             elif solver == "primal-dual":
                 status, W, lam = _solve_primal_dual(prob)
+            elif solver == "ws-primal-dual":
+                status, W, lam, note = _solve_working_set(prob, frobenius)
+                messages.append(note)
             else:
                 status, x, lam = _solve_direct(prob, solver)
                 W = None if x is None or not np.all(np.isfinite(x)) else prob.lift(x)
