@@ -29,9 +29,12 @@ from attnsvm.report.figures import FIGURES, PAPER_FIGURES, figure_tasks
 from attnsvm.sweep.derived import (
     blocks_digest,
     check_record,
+    claims_inputs,
+    claims_page_inputs,
     figure_code_digest,
     figure_record,
     record_of,
+    run_info_inputs,
     sweep_digest,
 )
 from attnsvm.sweep.integrity import (
@@ -207,6 +210,36 @@ class Plan:
             found, redo = repair_blocks(blocks_dir, exp, self.block_digests(exp), dry_run)
             out += found
             out += self._repair_derived(exp, {Path(p) for p in redo}, dry_run)
+        out += self._repair_run_outputs(dry_run)
+        return out
+
+    def _repair_run_outputs(self, dry_run: bool) -> list[str]:
+        """The report's run-level inputs (``run_info.rst``: every sweep's digest; the claims
+        page: every ledger's SHA-256) that do not check out against their digest records are
+        removed, so that Snakemake rebuilds them; returns the warnings."""
+        out: list[str] = []
+        action = "will be rebuilt" if dry_run else "removed, rebuilt"
+        sweeps = {exp: self.paths.sweep(exp) for exp in self.experiments}
+        ledgers = {exp: self.paths.claims(exp) for exp in self.experiments}
+        checks = [
+            (Path(self.paths.run_info()), [Path(self.paths.run_info())], "run_info",
+             lambda: run_info_inputs(sweeps)),
+            (Path(self.paths.claims_page()),
+             [Path(self.paths.claims_page()), Path(self.paths.claims_rst())], "claims_page",
+             lambda: claims_page_inputs(ledgers)),
+        ]  # fmt: skip
+        for main, files, kind, inputs in checks:
+            record = record_of(main)
+            present = [p for p in (*files, record) if os.path.lexists(p)]
+            if not present:
+                continue
+            try:
+                check_record(record, kind, "", inputs())
+            except StoreError as err:
+                if not dry_run:
+                    for p in present:
+                        p.unlink()
+                out.append(f"derived output {main} does not check out ({err}): {action}")
         return out
 
     def check_derived(self, exp: str) -> list[str]:
@@ -214,6 +247,11 @@ class Plan:
         summary, figures, status table; nothing is changed): one line per output, naming it
         (``attnsvm status --verify``)."""
         return self._repair_derived(exp, set(), dry_run=True)
+
+    def check_run_outputs(self) -> list[str]:
+        """What the next run's repair step would rebuild of the run-level outputs (the report's
+        run section and claims page; nothing is changed): one line per output, naming it."""
+        return self._repair_run_outputs(dry_run=True)
 
     def _repair_derived(self, exp: str, redo: set[Path], dry_run: bool) -> list[str]:
         """The derived outputs of ``exp`` (sweep, summary, figures, status table) that do not
@@ -296,6 +334,13 @@ class Plan:
                 check_record(record_of(table), "status_table", exp, {"summary": summary_sha})
             except StoreError as err:
                 drop([table, record_of(table)], table, f"does not check out ({err})")
+        ledger = [Path(self.paths.claims(exp)), Path(self.paths.claims_table(exp))]
+        if any(os.path.lexists(p) for p in (*ledger, record_of(ledger[0]))):
+            try:
+                inputs = claims_inputs(sweep, self.claims_config(exp))
+                check_record(record_of(ledger[0]), "claims", exp, inputs)
+            except StoreError as err:
+                drop([*ledger, record_of(ledger[0])], ledger[0], f"does not check out ({err})")
         return out
 
     def experiment_config(self, exp: str) -> str:
