@@ -207,9 +207,11 @@ class Plan:
         out = []
         for exp in self.experiments:
             blocks_dir = Path(self.paths.blocks_dir(exp))
-            found, redo = repair_blocks(blocks_dir, exp, self.block_digests(exp), dry_run)
+            finished: dict[str, str] = {}  # manifests read once, for blocks_digest too
+            planned = self.block_digests(exp)
+            found, redo = repair_blocks(blocks_dir, exp, planned, dry_run, finished)
             out += found
-            out += self._repair_derived(exp, {Path(p) for p in redo}, dry_run)
+            out += self._repair_derived(exp, {Path(p) for p in redo}, dry_run, finished)
         out += self._repair_run_outputs(dry_run)
         return out
 
@@ -253,9 +255,13 @@ class Plan:
         run section and claims page; nothing is changed): one line per output, naming it."""
         return self._repair_run_outputs(dry_run=True)
 
-    def _repair_derived(self, exp: str, redo: set[Path], dry_run: bool) -> list[str]:
-        """The derived outputs of ``exp`` (sweep, summary, figures, status table) that do not
-        check out are removed (docs/store.md, "Derived outputs"); returns the warnings."""
+    def _repair_derived(
+        self, exp: str, redo: set[Path], dry_run: bool, finished: dict[str, str] | None = None
+    ) -> list[str]:
+        """The derived outputs of ``exp`` (sweep, summary, figures, status table, claims) that
+        do not check out are removed (docs/store.md, "Derived outputs"); returns the warnings.
+        ``finished``: the content_sha256 of the finished block stores the repair step just
+        read (:func:`attnsvm.sweep.integrity.repair_blocks`)."""
         out: list[str] = []
         action = "will be rebuilt" if dry_run else "removed, rebuilt"
         sweep, summary = Path(self.paths.sweep(exp)), Path(self.paths.summary(exp))
@@ -294,7 +300,7 @@ class Plan:
                         why = f"is the {m.get('kind')} store of experiment {m.get('experiment')!r}"
                     elif "inputs_sha256" not in m:
                         why = "records no inputs_sha256 (written before derived digests)"
-                    elif m.get("inputs_sha256") != blocks_digest(block_paths):
+                    elif m.get("inputs_sha256") != blocks_digest(block_paths, finished):
                         why = "was collected from other block stores (inputs_sha256)"
                 except StoreError as err:
                     why = err.reason

@@ -52,12 +52,19 @@ def figure_record(png: str | os.PathLike) -> Path:
     return p.with_name(p.stem + RECORD_SUFFIX)
 
 
-def blocks_digest(block_paths: Mapping[str, str | os.PathLike]) -> str:
+def blocks_digest(
+    block_paths: Mapping[str, str | os.PathLike], known: Mapping[str, str] | None = None
+) -> str:
     """Digest of the block stores a sweep is collected from: SHA-256 over ``{block name:
     content_sha256 of its manifest}`` of those that exist (manifests read, files not hashed;
-    a store without a readable manifest counts as ``""``)."""
+    a store without a readable manifest counts as ``""``). ``known``: content_sha256 of
+    stores whose manifests the caller read a moment ago (the repair step), not read again."""
     found = {}
+    known = known or {}
     for name, path in sorted(block_paths.items()):
+        if name in known:
+            found[name] = known[name]
+            continue
         if not os.path.lexists(path):
             continue
         try:

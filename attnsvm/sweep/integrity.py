@@ -465,6 +465,7 @@ def repair_blocks(
     experiment: str,
     planned: Mapping[str, str],
     dry_run: bool = False,
+    finished: dict[str, str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Make every unfinished block store of ``planned`` (``{block: cells digest}``) missing.
 
@@ -473,7 +474,9 @@ def repair_blocks(
     that the workflow sees those blocks as missing and recomputes them. Stray entries are
     left alone; stores whose files did not change since they last verified are not hashed
     again (:class:`VerifyCache`). Returns one warning per finding, naming the path, and the
-    paths of the stores to recompute; ``dry_run`` changes nothing.
+    paths of the stores to recompute; ``dry_run`` changes nothing. ``finished``: filled with
+    ``{block: content_sha256 of its manifest}`` of the finished stores (what
+    :func:`attnsvm.sweep.derived.blocks_digest` reads, without reading the manifests again).
     """
     d = Path(blocks_dir)
     out: list[str] = []
@@ -487,6 +490,8 @@ def repair_blocks(
     for (name, digest, path), read in zip(present, reads, strict=True):
         chk = check_block_cached(path, experiment, name, digest, cache, read)
         if chk.finished:
+            if finished is not None and chk.manifest is not None:
+                finished[name] = str(chk.manifest.get("content_sha256", ""))
             continue
         cache.drop(name)
         redo.append(str(path))
