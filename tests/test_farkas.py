@@ -77,6 +77,27 @@ def test_check_accepts_an_exact_certificate_and_rejects_wrong_ones():
     assert farkas.check(eq, farkas.search(eq.matrix(), eq.rhs, eq.equality)).certified
 
 
+def test_a_token_equal_to_the_selected_one_is_certified():
+    """A zero row (``x_ia = x_it``: the token repeats the selected one, as in real data) makes
+    the rows infeasible on its own; the check measures the residual against the rows' median
+    norm, not against that zero row (issue 31: config.yaml's b8_real_tokens)."""
+    cons = _feasible()
+    left = cons.left.copy()
+    left[3] = 0.0
+    zero = Constraints(left=left, right=cons.right, rhs=cons.rhs, equality=cons.equality,
+                       example=cons.example, token=cons.token)  # fmt: skip
+    _certified(zero, solve_frobenius(zero))
+    y = np.zeros(zero.n_rows)
+    y[3] = 1.0
+    assert farkas.check(zero, y).certified
+    # the same row made tiny instead of zero: still certified, by the tolerance
+    left[3] = 1e-14 * cons.left[3]
+    tiny = Constraints(left=left, right=cons.right, rhs=cons.rhs, equality=cons.equality,
+                       example=cons.example, token=cons.token)  # fmt: skip
+    chk = farkas.check(tiny, y)
+    assert chk.certified and not chk.exact and chk.residual <= 1e-13
+
+
 # ----------------------------------------------------------------------------- every route
 @pytest.mark.parametrize(
     "route", ["ldp-dual", "clarabel-dual", "osqp-dual", "clarabel-primal", "osqp-primal"]

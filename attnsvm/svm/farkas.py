@@ -9,17 +9,23 @@ rows) combines them to zero, ``sum_k y_k a_k = 0``, while ``rhs^T y > 0``. Such 
 :func:`check`:
 
 * the signs hold exactly (``y_k >= 0`` on every inequality row);
-* ``margin = rhs^T y / sum_k |y_k| |rhs_k| > 0`` (1 for the Att-SVM, whose rhs are all 1);
-* ``residual = ||sum_k y_k left_k right_k^T||_F / sum_k |y_k| ||left_k|| ||right_k||
-  <= FARKAS_TOL * margin``: the combination vanishes to ``FARKAS_TOL`` relative to the row
-  norms it is made of; or exactly zero in rational arithmetic (checked where cheap: at most
-  ``EXACT_MAX_TERMS`` terms), whatever the float residual.
+* ``margin = rhs^T y / (sum_k |y_k| max_k |rhs_k|) > 0`` (1 for the Att-SVM, whose rhs are
+  all 1);
+* ``residual = ||sum_k y_k left_k right_k^T||_F / (sum_k |y_k| rho) <= FARKAS_TOL * margin``
+  with ``rho`` the median of the nonzero row norms ``||a_k||_F = ||left_k|| ||right_k||``: the
+  combination
+  vanishes to ``FARKAS_TOL`` relative to the rows' norms; or it is exactly zero in rational
+  arithmetic (checked where cheap: at most ``EXACT_MAX_TERMS`` terms), whatever the float
+  residual.
 
 What the tolerance means: for any W meeting every row, ``rhs^T y <= <sum_k y_k a_k, W>``, so
 ``||W||_F >= rhs^T y / ||sum_k y_k a_k||_F``; a vector that passes proves that every feasible
-W would need a norm of at least ``1 / FARKAS_TOL`` times the ``|y|``-weighted mean of
-``|rhs_k| / ||a_k||`` (the norm that meets one typical row alone). A vector with an exact zero
-combination (identical rows of opposite sign: ``y = (1, 1)``) is certified exactly.
+W would need a norm of at least ``1 / FARKAS_TOL`` times ``max_k |rhs_k| / rho``, the norm that
+meets a row of median norm alone. (The median, not a weighted mean: a row that is zero or
+nearly so, a token equal to the selected one, is the whole certificate in real data, and a
+mean over the rows in ``y`` would measure the residual against that row's own tiny norm.) A
+vector with an exact zero combination (identical rows of opposite sign: ``y = (1, 1)``) is
+certified exactly.
 
 The vector comes from the route that claimed infeasibility where it has one (the
 least-distance NNLS of :mod:`attnsvm.svm.frobenius`, the working set's small system, the
@@ -83,13 +89,17 @@ def check(cons: Constraints, y: np.ndarray) -> FarkasCheck:
     if y.shape != (cons.n_rows,) or not np.all(np.isfinite(y)):
         return FarkasCheck(False, float("nan"), float("inf"))
     signs = bool(np.all(y[~cons.equality] >= 0))
-    weight = np.abs(y)
-    scale_rhs = float(weight @ np.abs(cons.rhs))
+    weight = float(np.abs(y).sum())
+    scale_rhs = weight * float(np.abs(cons.rhs).max(initial=0.0))
     margin = float(cons.rhs @ y) / scale_rhs if scale_rhs > 0 else 0.0
     norms = np.linalg.norm(cons.left, axis=1) * np.linalg.norm(cons.right, axis=1)
-    scale_rows = float(weight @ norms)
-    combination = cons.left.T @ (y[:, None] * cons.right)
-    residual = float(np.linalg.norm(combination)) / scale_rows if scale_rows > 0 else 0.0
+    nonzero = norms[norms > 0]
+    scale_rows = weight * float(np.median(nonzero)) if nonzero.size else 0.0
+    size = float(np.linalg.norm(cons.left.T @ (y[:, None] * cons.right)))
+    if scale_rows > 0:
+        residual = size / scale_rows
+    else:  # every row is zero (or y is): the combination is zero exactly, or no certificate
+        residual = 0.0 if size == 0 else float("inf")
     return FarkasCheck(signs, margin, residual, _exactly_zero(cons, y))
 
 
