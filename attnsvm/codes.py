@@ -7,8 +7,19 @@ CELL_STATUS = ("ok", "nonfinite", "failed", "missing")
 """ok; nonfinite: training produced NaN/inf (frozen there, flagged); failed: an exception in this
 cell (message kept); missing: the cell's block has no finished store (not run yet or killed)."""
 
-SVM_STATUS = ("optimal", "optimal_inaccurate", "infeasible", "solver_error", "not_solved")
-"""Status of one SVM solve; not_solved: that SVM was not attempted for this cell."""
+SVM_STATUS = (
+    "optimal",
+    "optimal_inaccurate",
+    "infeasible",
+    "solver_error",
+    "not_solved",
+    "infeasible_uncertified",
+)
+"""Status of one SVM solve (docs/science.md §4): optimal only with its certificate (rows and
+duality gap), infeasible only with a checked Farkas vector (:mod:`attnsvm.svm.farkas`);
+optimal_inaccurate and infeasible_uncertified are the same answers without their certificate
+(not solved, counted apart); not_solved: that SVM was not attempted for this cell. Appended,
+never reordered: stored codes keep their meaning."""
 
 CONVERGENCE = ("global", "local", "not-local")
 """Convergence type of a GD run by its selection alpha, the paper's rule (docs/science.md §5,

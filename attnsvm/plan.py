@@ -29,9 +29,12 @@ from attnsvm.report.figures import FIGURES, PAPER_FIGURES, figure_tasks
 from attnsvm.sweep.derived import (
     blocks_digest,
     check_record,
+    claims_inputs,
+    claims_page_inputs,
     figure_code_digest,
     figure_record,
     record_of,
+    run_info_inputs,
     sweep_digest,
 )
 from attnsvm.sweep.integrity import (
@@ -204,9 +207,41 @@ class Plan:
         out = []
         for exp in self.experiments:
             blocks_dir = Path(self.paths.blocks_dir(exp))
-            found, redo = repair_blocks(blocks_dir, exp, self.block_digests(exp), dry_run)
+            finished: dict[str, str] = {}  # manifests read once, for blocks_digest too
+            planned = self.block_digests(exp)
+            found, redo = repair_blocks(blocks_dir, exp, planned, dry_run, finished)
             out += found
-            out += self._repair_derived(exp, {Path(p) for p in redo}, dry_run)
+            out += self._repair_derived(exp, {Path(p) for p in redo}, dry_run, finished)
+        out += self._repair_run_outputs(dry_run)
+        return out
+
+    def _repair_run_outputs(self, dry_run: bool) -> list[str]:
+        """The report's run-level inputs (``run_info.rst``: every sweep's digest; the claims
+        page: every ledger's SHA-256) that do not check out against their digest records are
+        removed, so that Snakemake rebuilds them; returns the warnings."""
+        out: list[str] = []
+        action = "will be rebuilt" if dry_run else "removed, rebuilt"
+        sweeps = {exp: self.paths.sweep(exp) for exp in self.experiments}
+        ledgers = {exp: self.paths.claims(exp) for exp in self.experiments}
+        checks = [
+            (Path(self.paths.run_info()), [Path(self.paths.run_info())], "run_info",
+             lambda: run_info_inputs(sweeps)),
+            (Path(self.paths.claims_page()),
+             [Path(self.paths.claims_page()), Path(self.paths.claims_rst())], "claims_page",
+             lambda: claims_page_inputs(ledgers)),
+        ]  # fmt: skip
+        for main, files, kind, inputs in checks:
+            record = record_of(main)
+            present = [p for p in (*files, record) if os.path.lexists(p)]
+            if not present:
+                continue
+            try:
+                check_record(record, kind, "", inputs())
+            except StoreError as err:
+                if not dry_run:
+                    for p in present:
+                        p.unlink()
+                out.append(f"derived output {main} does not check out ({err}): {action}")
         return out
 
     def check_derived(self, exp: str) -> list[str]:
@@ -215,9 +250,18 @@ class Plan:
         (``attnsvm status --verify``)."""
         return self._repair_derived(exp, set(), dry_run=True)
 
-    def _repair_derived(self, exp: str, redo: set[Path], dry_run: bool) -> list[str]:
-        """The derived outputs of ``exp`` (sweep, summary, figures, status table) that do not
-        check out are removed (docs/store.md, "Derived outputs"); returns the warnings."""
+    def check_run_outputs(self) -> list[str]:
+        """What the next run's repair step would rebuild of the run-level outputs (the report's
+        run section and claims page; nothing is changed): one line per output, naming it."""
+        return self._repair_run_outputs(dry_run=True)
+
+    def _repair_derived(
+        self, exp: str, redo: set[Path], dry_run: bool, finished: dict[str, str] | None = None
+    ) -> list[str]:
+        """The derived outputs of ``exp`` (sweep, summary, figures, status table, claims) that
+        do not check out are removed (docs/store.md, "Derived outputs"); returns the warnings.
+        ``finished``: the content_sha256 of the finished block stores the repair step just
+        read (:func:`attnsvm.sweep.integrity.repair_blocks`)."""
         out: list[str] = []
         action = "will be rebuilt" if dry_run else "removed, rebuilt"
         sweep, summary = Path(self.paths.sweep(exp)), Path(self.paths.summary(exp))
@@ -256,7 +300,7 @@ class Plan:
                         why = f"is the {m.get('kind')} store of experiment {m.get('experiment')!r}"
                     elif "inputs_sha256" not in m:
                         why = "records no inputs_sha256 (written before derived digests)"
-                    elif m.get("inputs_sha256") != blocks_digest(block_paths):
+                    elif m.get("inputs_sha256") != blocks_digest(block_paths, finished):
                         why = "was collected from other block stores (inputs_sha256)"
                 except StoreError as err:
                     why = err.reason
@@ -296,6 +340,13 @@ class Plan:
                 check_record(record_of(table), "status_table", exp, {"summary": summary_sha})
             except StoreError as err:
                 drop([table, record_of(table)], table, f"does not check out ({err})")
+        ledger = [Path(self.paths.claims(exp)), Path(self.paths.claims_table(exp))]
+        if any(os.path.lexists(p) for p in (*ledger, record_of(ledger[0]))):
+            try:
+                inputs = claims_inputs(sweep, self.claims_config(exp))
+                check_record(record_of(ledger[0]), "claims", exp, inputs)
+            except StoreError as err:
+                drop([*ledger, record_of(ledger[0])], ledger[0], f"does not check out ({err})")
         return out
 
     def experiment_config(self, exp: str) -> str:

@@ -455,6 +455,9 @@ def sweep_status(
         for n in report:
             if n in full.experiments:
                 report[n]["derived_unverified"] = full.check_derived(n)
+        first = next((n for n in report if n in full.experiments), None)
+        if first is not None:  # run-level outputs (run_info, claims page): under the first
+            report[first]["derived_unverified"] += full.check_run_outputs()
     if cache is not None and (cache.get("fresh") or any(c.changed for c in checks.values())):
         cache.pop("fresh", None)
         status_cache.save(cache, cache_path)

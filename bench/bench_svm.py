@@ -93,7 +93,7 @@ def bench_routes(n: int, T: int, d: int, seeds: int, table: Table) -> None:
         conss.append(att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds)))
     timed = {}
     real = F._least_distance
-    for side, ldp in (("ldp", real), ("conic", lambda A, h: (None, 0.0))):
+    for side, ldp in (("ldp", real), ("conic", lambda A, h: (None, 0.0, None))):
         F._least_distance = ldp
         try:
             times, out = [], []

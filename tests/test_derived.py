@@ -60,6 +60,11 @@ def snapshot(wd: Path) -> dict:
         "caption": o["caption"].read_text(),
         # pandas' Styler names each table with a random id
         "status": re.sub(r"T_[0-9a-f]{5}", "T_", o["status"].read_text()),
+        "claims_csv": (wd / RESULTS / EXP / "claims.csv").read_text(),
+        # the run section states when it was written: its record checks it is intact
+        "run_info": check_record(record_of(wd / RESULTS / "run_info.rst"), "run_info", "")[
+            "inputs"
+        ],
     }
 
 
@@ -67,7 +72,7 @@ def assert_equal_to(ref: dict, wd: Path) -> None:
     now = snapshot(wd)
     science_equal(now["sweep"], ref["sweep"])
     xr.testing.assert_identical(now["summary"], ref["summary"])
-    for key in ("png", "caption", "status"):
+    for key in ("png", "caption", "status", "claims_csv", "run_info"):
         assert now[key] == ref[key], key
     check_record(figure_record(outputs(wd)["png"]), "figure", EXP)
 
@@ -163,6 +168,18 @@ def _edit_status(wd: Path) -> Path:
     return status
 
 
+def _edit_claims_csv(wd: Path) -> Path:
+    csv = wd / RESULTS / EXP / "claims.csv"
+    csv.write_text(csv.read_text() + "edited\n")
+    return csv
+
+
+def _edit_run_info(wd: Path) -> Path:
+    rst = wd / RESULTS / "run_info.rst"
+    rst.write_text(rst.read_text().replace("1", "7"))
+    return rst
+
+
 #: one row of the issue's table each (and the captions and status table beside them)
 ROWS = {
     "sweep_replaced_by_another_experiments": _swap_sweep,
@@ -173,6 +190,8 @@ ROWS = {
     "figure_png_emptied": _empty_png,
     "caption_edited": _edit_caption,
     "status_table_edited": _edit_status,
+    "claims_csv_edited": _edit_claims_csv,
+    "run_info_edited": _edit_run_info,
 }
 
 
@@ -289,3 +308,109 @@ def test_consumers_refuse_a_summary_that_does_not_check_out_naming_it(tiny_copy,
     assert set(record["inputs"]) == {"summary", "sweep", "code"}
     assert sorted(record["files"]) == ["f.pdf", "f.png"]
     assert np.all([len(sha) == 64 for _, sha in record["files"].values()])
+
+
+def test_claims_ledger_and_run_level_outputs_are_checked_by_repair_and_consumers(tiny_copy):
+    """claims.json / claims.csv, run_info.rst and the claims page record what they were built
+    from; a damaged, foreign or stale one is removed by the repair step (a dry run only names
+    it) and refused by its consumer with one error naming the file (issue 31)."""
+    from attnsvm.claims.ledger import read_ledger, write_ledger
+    from attnsvm.report.claims_page import write_claims_page
+    from attnsvm.report.text import write_run_info
+
+    root, plan = tiny_copy
+    ledgers = {exp: plan.paths.claims(exp) for exp in plan.experiments}
+    sweeps = {exp: plan.paths.sweep(exp) for exp in plan.experiments}
+
+    def build():
+        for exp in plan.experiments:
+            write_ledger(sweeps[exp], plan.claims_config(exp), exp, ledgers[exp],
+                         plan.paths.claims_table(exp))  # fmt: skip
+        write_run_info({"results": str(root)}, sweeps, plan.paths.run_info())
+        write_claims_page(ledgers, {}, plan.paths.claims_rst(), plan.paths.claims_page())
+
+    build()
+    assert plan.repair() == []
+    d = root / EXP
+    record = json.loads(record_of(d / "claims.json").read_text())
+    assert sorted(record["files"]) == ["claims.csv", "claims.json"]
+    assert set(record["inputs"]) == {"sweep", "claims"}
+    run_record = json.loads(record_of(root / "run_info.rst").read_text())
+    assert set(run_record["inputs"]) == {f"sweep:{exp}" for exp in plan.experiments}
+
+    # a damaged csv: the consumer refuses it naming the file, the repair removes the ledger
+    (d / "claims.csv").write_text((d / "claims.csv").read_text() + "x\n")
+    with pytest.raises(StoreError, match=f"{d / 'claims.csv'}: has"):
+        read_ledger(d / "claims.json", EXP)
+    with pytest.raises(StoreError, match="claims.csv"):
+        write_claims_page(ledgers, {}, root / "c.rst", root / "c.html")
+    assert not (root / "c.html").exists()
+    dry = plan.repair(dry_run=True)
+    assert len(dry) == 1 and "claims.csv" in dry[0] and "will be rebuilt" in dry[0], dry
+    warnings = plan.repair()  # the page built from the removed ledger goes with it
+    assert str(d / "claims.json") in warnings[0], warnings
+    assert warnings[1:] == [w for w in warnings[1:] if str(root / "claims.html") in w]
+    assert not (d / "claims.json").exists() and not (d / "claims.csv").exists()
+    build()
+    assert plan.repair() == []
+
+    # another experiment's ledger with its record: foreign
+    for name in ("claims.json", "claims.csv", "claims.json.digest.json"):
+        shutil.copy(root / OTHER / name, d / name)
+    with pytest.raises(StoreError, match="experiment 'e2_local'"):
+        read_ledger(d / "claims.json", EXP)
+    warnings = plan.repair()
+    assert any(str(d / "claims.json") in w for w in warnings), warnings
+    build()
+
+    # the run section and the claims page: edited, or built from another sweep / ledger
+    rst = root / "run_info.rst"
+    rst.write_text(rst.read_text() + "edited")
+    warnings = plan.repair()
+    assert len(warnings) == 1 and str(rst) in warnings[0] and not rst.exists(), warnings
+    build()
+    shutil.copy(record_of(root / OTHER / "claims.json"), record_of(d / "claims.json"))
+    shutil.copy(root / OTHER / "claims.json", d / "claims.json")
+    shutil.copy(root / OTHER / "claims.csv", d / "claims.csv")
+    warnings = plan.repair(dry_run=True)
+    page = root / "claims.html"
+    assert any(str(page) in w and "ledger" in w for w in warnings), warnings
+    assert page.exists()
+
+
+def test_summary_carries_its_own_checksum_checked_by_its_consumers(tiny_copy, tmp_path):
+    """summary.nc holds ``data_sha256`` over its data; a changed value is refused even when
+    the sidecar record was rewritten to match the changed file (issue 31)."""
+    from attnsvm.report.status_table import write_status_table
+    from attnsvm.sweep.derived import write_record
+    from attnsvm.sweep.summary import CHECKSUM_ATTR, data_checksum, verified_summary
+
+    root, plan = tiny_copy
+    summary = root / EXP / "summary.nc"
+    with xr.open_dataset(summary) as ds:
+        ds = ds.load()
+    assert ds.attrs[CHECKSUM_ATTR] == data_checksum(ds)  # survives the NetCDF round trip
+    name = next(v for v in ds.data_vars if v.endswith("_mean") and ds[v].dtype.kind == "f")
+    ds[name].values[(0,) * ds[name].ndim] += 0.125
+    ds.to_netcdf(summary)  # the old checksum, new data
+    record = json.loads(record_of(summary).read_text())
+    write_record(record_of(summary), "summary", EXP, [summary], record["inputs"])
+    with pytest.raises(StoreError, match=f"{summary}: its data do not match its own checksum"):
+        verified_summary(summary, root / EXP / "sweep.zarr")
+    with pytest.raises(StoreError, match=f"{summary}: its data"):
+        write_status_table(summary, tmp_path / "status.html")
+    warnings = plan.repair()
+    assert len(warnings) == 1 and str(summary) in warnings[0] and "own checksum" in warnings[0]
+    assert not summary.exists()
+    # without the attribute: refused too
+    from attnsvm.sweep.summary import write_summary
+
+    write_summary(root / EXP / "sweep.zarr", summary)
+    verified_summary(summary, root / EXP / "sweep.zarr")
+    with xr.open_dataset(summary) as ds:
+        ds = ds.load()
+    del ds.attrs[CHECKSUM_ATTR]
+    ds.to_netcdf(summary)
+    write_record(record_of(summary), "summary", EXP, [summary], record["inputs"])
+    with pytest.raises(StoreError, match="carries no checksum"):
+        verified_summary(summary)

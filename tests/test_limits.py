@@ -495,6 +495,9 @@ def test_status_table_of_an_experiment_without_axes(tmp_path):
     )
     header, rows = status_rows(summary)
     assert header == list(codes.CELL_STATUS) and rows == [[str(int(c)) for c in counts]]
+    from attnsvm.sweep.summary import CHECKSUM_ATTR, data_checksum
+
+    summary.attrs[CHECKSUM_ATTR] = data_checksum(summary)  # as write_summary does
     summary.to_netcdf(tmp_path / "s.nc")
     write_record(record_of(tmp_path / "s.nc"), "summary", "", [tmp_path / "s.nc"], {})
     out = write_status_table(tmp_path / "s.nc", tmp_path / "status.html")

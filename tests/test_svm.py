@@ -278,7 +278,7 @@ def test_osqp_fallback_when_clarabel_raises(monkeypatch):
 
     monkeypatch.setattr(svm_frobenius.clarabel, "DefaultSolver", boom)
     monkeypatch.setattr(svm_frobenius, "_nnls_dual", lambda G, b: None)  # reach the fallbacks
-    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0))
+    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0, None))
     for c, r in zip(instances, ref, strict=True):
         res = solve_frobenius(c)
         assert res.solver == "osqp-dual"
@@ -302,7 +302,7 @@ def test_nnls_route_and_its_fallback(monkeypatch):
     cases = [c for c, _, _ in random_instances(40, max_d=20, seed=21)]
     fast = [solve_frobenius(c) for c in cases]
     monkeypatch.setattr(svm_frobenius, "_nnls_dual", lambda G, b: None)
-    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0))
+    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0, None))
     ref = [solve_frobenius(c) for c in cases]
     routes = set()
     for cons, f, r in zip(cases, fast, ref, strict=True):
@@ -328,7 +328,7 @@ def test_least_distance_route_agrees_with_clarabel_dual(monkeypatch, n, T, d):
         ds = make_dataset(Cell(n=n, T=T, d=d, seed=seed, train=False))
         cases.append(att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds)))
     fast = [solve_frobenius(c) for c in cases]
-    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0))
+    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0, None))
     ref = [solve_frobenius(c) for c in cases]
     for cons, f, r in zip(cases, fast, ref, strict=True):
         assert f.solver == "ldp-dual" and r.solver == "clarabel-dual"
@@ -354,7 +354,7 @@ def test_farkas_certificate_decides_infeasibility_before_the_primal_route(monkey
             cases.append(att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds)))
     assert all(svm_frobenius.PRIMAL_RATIO * c.d**2 <= c.n_rows for c in cases)
     fast = [solve_frobenius(c) for c in cases]
-    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0))
+    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0, None))
     ref = [solve_frobenius(c) for c in cases]
     for f, r in zip(fast, ref, strict=True):
         assert f.status == r.status and r.solver == "clarabel-primal"
@@ -375,7 +375,7 @@ def test_solver_error_when_all_solvers_fail(monkeypatch):
     monkeypatch.setattr(svm_frobenius.clarabel, "DefaultSolver", boom)
     monkeypatch.setattr(svm_frobenius.osqp, "OSQP", boom)
     monkeypatch.setattr(svm_frobenius, "_nnls_dual", lambda G, b: None)
-    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0))
+    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0, None))
     res = solve_frobenius(cons)
     assert res.status == "solver_error" and res.W is None and np.isnan(res.objective)
     assert "disabled" in res.message
@@ -465,10 +465,13 @@ def test_optimal_answers_are_exact_on_random_and_nearly_infeasible_instances():
                 margins.append(1.0 / res.objective)
             outcomes["optimal"] += 1
         elif res.status == "infeasible":
+            # only with a checked Farkas vector (docs/science.md §4)
             assert res.W is None and not res.solved
+            assert "Farkas certificate" in res.message, res.message
             outcomes["infeasible"] += 1
         else:
-            assert res.status in ("optimal_inaccurate", "solver_error") and not res.solved
+            uncertified = ("optimal_inaccurate", "solver_error", "infeasible_uncertified")
+            assert res.status in uncertified and not res.solved
             outcomes["other"] += 1
     assert outcomes["optimal"] >= 150 and outcomes["infeasible"] >= 10, outcomes
     assert outcomes["nearly"] >= 60, outcomes
@@ -482,10 +485,12 @@ def test_least_distance_on_hand_made_systems():
     # m1 >= 1, m2 >= 2, m1 + m2 >= 1 (inactive): m = (1, 2), lam = (1, 2, 0)
     A = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     h = np.array([1.0, 2.0, 1.0])
-    lam, bound = svm_frobenius._least_distance(A, h)
+    lam, bound, u = svm_frobenius._least_distance(A, h)
+    assert u is None
     assert bound == 0.0
     np.testing.assert_allclose(A.T @ lam, [1.0, 2.0], atol=1e-12)
     np.testing.assert_allclose(lam, [1.0, 2.0, 0.0], atol=1e-12)
     # m1 >= 1 and -m1 >= 1: empty, u = (1/2, 1/2) with A^T u = 0 and h^T u = 1
-    lam, bound = svm_frobenius._least_distance(np.array([[1.0], [-1.0]]), np.ones(2))
+    lam, bound, u = svm_frobenius._least_distance(np.array([[1.0], [-1.0]]), np.ones(2))
     assert lam is None and bound >= svm_frobenius.LDP_INFEASIBLE_NORM
+    np.testing.assert_allclose(u, [0.5, 0.5], atol=1e-12)

@@ -94,8 +94,14 @@ def test_infeasible_system_falls_back_to_the_routes_that_prove_it(monkeypatch):
     res = solve_frobenius(cons)
     assert res.status == "infeasible" and res.W is None
     assert "working set" in res.message
-    # above the memory bound no dense route runs: not solved, and counted apart
+    # above the memory bound no dense route runs: the working set's own Farkas vector (from
+    # its small system, checked on every row) proves it (issue 31)
     monkeypatch.setattr(svm_frobenius, "DENSE_MAX_BYTES", 0)
+    res = solve_frobenius(cons)
+    assert res.status == "infeasible" and res.solver == "ws-dual" and res.W is None
+    assert "working set" in res.message and "Farkas certificate" in res.message
+    # without that vector: not solved, and counted apart
+    monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0, None))
     res = solve_frobenius(cons)
     assert res.status == "solver_error" and not res.solved and res.W is None
     assert "working set" in res.message

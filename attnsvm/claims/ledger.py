@@ -33,6 +33,7 @@ from attnsvm.claims.spec import claims_from_json
 from attnsvm.claims.stats import VERDICTS
 from attnsvm.config.claims import condition
 from attnsvm.provenance import ATTNSVM_VERSION
+from attnsvm.sweep.derived import check_record, claims_inputs, record_of, write_record
 from attnsvm.sweep.integrity import load_verified
 
 LEDGER_FORMAT = "attnsvm-claims-1"
@@ -81,16 +82,26 @@ def write_ledger(
     out_csv: str | os.PathLike,
 ) -> dict[str, Any]:
     """Evaluate the claims (``claims``: :func:`attnsvm.claims.spec.claims_json`) of
-    ``experiment`` on its sweep store and write ``claims.json`` and ``claims.csv`` atomically."""
+    ``experiment`` on its sweep store and write ``claims.json`` and ``claims.csv`` atomically,
+    then their digest record (docs/store.md, "Derived outputs"; inputs: the sweep's digest and
+    the claims' settings)."""
+    record = record_of(out_json)
+    record.unlink(missing_ok=True)  # a ledger without its record is incomplete
+    inputs = claims_inputs(sweep_path, claims)
     entries = evaluate_store(sweep_path, claims_from_json(claims), experiment)
     doc = ledger(entries, experiment)
     write_text_atomic(out_json, json.dumps(doc, indent=1, allow_nan=False) + "\n")
     write_text_atomic(out_csv, csv_text(entries))
+    write_record(record, "claims", experiment, [out_json, out_csv], inputs)
     return doc
 
 
-def read_ledger(path: str | os.PathLike) -> dict[str, Any]:
-    """A ``claims.json`` document (its ``format`` checked)."""
+def read_ledger(path: str | os.PathLike, experiment: str | None = None) -> dict[str, Any]:
+    """A ``claims.json`` document (its ``format`` checked). With ``experiment``, the ledger
+    and its ``claims.csv`` are first checked against their digest record (one
+    :class:`~attnsvm.sweep.integrity.StoreError` naming the file that does not check out)."""
+    if experiment is not None:
+        check_record(record_of(path), "claims", experiment)
     doc = json.loads(Path(path).read_text(encoding="utf-8"))
     if doc.get("format") != LEDGER_FORMAT:
         raise ValueError(f"{path}: not a claims ledger of format {LEDGER_FORMAT}")

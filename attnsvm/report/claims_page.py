@@ -26,10 +26,12 @@ from attnsvm.atomic import write_text_atomic
 from attnsvm.claims.ledger import counts, evidence_text, fmt, left_out_text, read_ledger
 from attnsvm.claims.stats import VERDICTS
 from attnsvm.report.status_table import STATUS_CSS
+from attnsvm.sweep.derived import claims_page_inputs, record_of, write_record
 
 
 def _entries(ledgers: Mapping[str, str | os.PathLike]) -> list[dict]:
-    return [e for path in ledgers.values() for e in read_ledger(path)["claims"]]
+    """Every ledger's entries, each ledger checked against its digest record first."""
+    return [e for exp, path in ledgers.items() for e in read_ledger(path, exp)["claims"]]
 
 
 def _rst_text(text: str) -> str:
@@ -183,8 +185,13 @@ def write_claims_page(
     out_rst: str | os.PathLike,
     out_html: str | os.PathLike,
 ) -> tuple[Path, Path]:
-    """Write :func:`claims_rst` and :func:`claims_html` (workflow rule ``claims_page``)."""
-    return (
-        write_text_atomic(out_rst, claims_rst(ledgers, figures)),
-        write_text_atomic(out_html, claims_html(ledgers, figures)),
-    )
+    """Write :func:`claims_rst` and :func:`claims_html` (workflow rule ``claims_page``), each
+    ledger checked against its digest record first, then the page's own record (inputs: each
+    ledger's SHA-256; docs/store.md, "Derived outputs")."""
+    record = record_of(out_html)
+    record.unlink(missing_ok=True)
+    inputs = claims_page_inputs(ledgers)
+    rst, html = claims_rst(ledgers, figures), claims_html(ledgers, figures)
+    out = write_text_atomic(out_rst, rst), write_text_atomic(out_html, html)
+    write_record(record, "claims_page", "", out, inputs)
+    return out

@@ -15,6 +15,7 @@ import yaml
 
 from attnsvm import codes, provenance
 from attnsvm.atomic import write_text_atomic
+from attnsvm.sweep.derived import record_of, run_info_inputs, write_record
 from attnsvm.tasks.result import CellResult
 
 _SVM_LABELS = {
@@ -176,5 +177,12 @@ def run_info_rst(config: dict[str, Any], sweeps: dict[str, str | os.PathLike]) -
 def write_run_info(
     config: dict[str, Any], sweeps: dict[str, str | os.PathLike], out: str | os.PathLike
 ) -> Path:
-    """Write :func:`run_info_rst` to ``out`` atomically (workflow rule ``run_info``)."""
-    return write_text_atomic(out, run_info_rst(config, sweeps))
+    """Write :func:`run_info_rst` to ``out`` atomically (workflow rule ``run_info``), then its
+    digest record (inputs: every experiment's sweep digest; docs/store.md, "Derived
+    outputs")."""
+    record = record_of(out)
+    record.unlink(missing_ok=True)
+    inputs = run_info_inputs(sweeps)
+    path = write_text_atomic(out, run_info_rst(config, sweeps))
+    write_record(record, "run_info", "", [path], inputs)
+    return path

@@ -31,6 +31,11 @@ QP -> reduced primal with Clarabel -> reduced primal with OSQP). Nearly infeasib
 certifies its answer, the best one is returned as ``optimal_inaccurate``, which every metric,
 summary and figure treats as "not solved". ``SVMResult.solver`` names the route that produced
 the answer; ``SVMResult.message`` records the routes tried and the certified gap.
+
+An answer is ``infeasible`` only with a Farkas vector checked on every row
+(:mod:`attnsvm.svm.farkas`, docs/science.md §4 "Infeasible is certified"); a route's claim
+without one hands over to the next route, and without any certified answer the status is
+``infeasible_uncertified`` (not solved, counted apart).
 """
 
 from __future__ import annotations
@@ -46,9 +51,12 @@ import scipy.sparse as sp
 from scipy.linalg import lapack
 from scipy.optimize import lsq_linear, nnls
 
+from attnsvm.svm import farkas
 from attnsvm.svm.constraints import Constraints
 
-STATUSES = ("optimal", "optimal_inaccurate", "infeasible", "solver_error")
+STATUSES = (
+    "optimal", "optimal_inaccurate", "infeasible", "solver_error", "infeasible_uncertified",
+)  # fmt: skip
 #: relative tolerance of the feasibility check of a returned W (``optimal`` needs it; issue 12)
 VERIFY_TOL = 1e-9
 #: relative duality gap ``(||W|| - lower bound) / ||W||`` an ``optimal`` answer must certify
@@ -385,11 +393,14 @@ def _nnls_dual(G: np.ndarray, b: np.ndarray) -> np.ndarray | None:
 
 
 class _Infeasible(Exception):
-    """A route proved the system infeasible (a result about the data, not an error)."""
+    """A route claims the system infeasible (a result about the data, not an error), with its
+    Farkas vector over every row when it has one; :func:`_solve_routes` stores the verdict
+    only with a vector that :func:`attnsvm.svm.farkas.check` certifies."""
 
-    def __init__(self, solver: str, message: str) -> None:
+    def __init__(self, solver: str, message: str, y: np.ndarray | None = None) -> None:
         super().__init__(message)
         self.solver = solver
+        self.farkas = y
 
 
 Candidate = tuple[np.ndarray, "np.ndarray | None", str]
@@ -401,30 +412,21 @@ def _route_nnls(cons: Constraints) -> list[Candidate]:
     return [] if lam is None else [(_lift_dual(cons, lam), lam, "scipy nnls")]
 
 
-def _least_distance(A: np.ndarray, h: np.ndarray) -> tuple[np.ndarray | None, float]:
-    """``min ||m|| s.t. A m >= h`` by least-distance programming (Lawson and Hanson, ch. 23).
-
-    The NNLS problem ``min_{u >= 0} ||E u - f||`` with ``E = [A^T; h^T]`` and
-    ``f = (0, ..., 0, 1)`` has residual ``r = E u - f``; when ``r_last < 0`` the minimizer is
-    ``m = -r[:-1] / r_last = A^T lam`` with multipliers ``lam = u / (1 - h^T u)``, which
-    are returned. Exact (an active-set method) whatever the rank of ``A A^T``, unlike the NNLS
-    on the Cholesky factor of the Gram matrix. When ``r = 0``, ``u`` is a Farkas certificate:
-    ``u >= 0``, ``A^T u = 0`` and ``h^T u = 1`` (no feasible m). Returns ``(lam, bound)``:
-    lam None when no multipliers follow, with ``bound = h^T u / ||A^T u||``, the smallest
-    norm any feasible m could have (inf for an exact certificate).
+def _least_distance(
+    A: np.ndarray, h: np.ndarray
+) -> tuple[np.ndarray | None, float, np.ndarray | None]:
+    """``min ||m|| s.t. A m >= h`` by least-distance programming
+    (:func:`attnsvm.svm.farkas.least_distance`, Lawson and Hanson, ch. 23). Returns
+    ``(lam, bound, u)``: the multipliers (``m = A^T lam``), or lam None with ``u`` the Farkas
+    vector of the rows (``u >= 0``, ``A^T u = 0``, ``h^T u = 1``) and
+    ``bound = h^T u / ||A^T u||``, the smallest norm any feasible m could have (inf for an
+    exact certificate; 0 when NNLS stopped, u None).
     """
-    E = np.vstack([A.T, h[None, :]])
-    f = np.zeros(E.shape[0])
-    f[-1] = 1.0
-    try:
-        u, _ = nnls(E, f, maxiter=50 * E.shape[1])
-    except RuntimeError:  # iteration limit
-        return None, 0.0
-    hu = float(h @ u)
-    if hu < 1.0 - 1e-9:
-        return u / (1.0 - hu), 0.0
+    lam, u = farkas.least_distance(A, h)
+    if u is None:
+        return lam, 0.0, None
     g = float(np.linalg.norm(A.T @ u))
-    return None, (hu / g if g > 0 else np.inf)
+    return None, (float(h @ u) / g if g > 0 else np.inf), u
 
 
 def _route_least_distance(cons: Constraints) -> list[Candidate]:
@@ -433,10 +435,10 @@ def _route_least_distance(cons: Constraints) -> list[Candidate]:
     singular (more rows than the reduced space has dimensions: E3 at n, T >= 10), where an
     interior-point QP on the N x N Gram matrix takes tens of milliseconds."""
     red = reduce(cons)
-    lam, bound = _least_distance(red.A, cons.rhs)
+    lam, bound, u = _least_distance(red.A, cons.rhs)
     if lam is None:
         if bound >= LDP_INFEASIBLE_NORM:
-            raise _Infeasible("ldp-dual", f"Farkas certificate (feasible norm >= {bound:.1e})")
+            raise _Infeasible("ldp-dual", f"least distance: feasible norm >= {bound:.1e}", u)
         return []
     return [(_lift_dual(cons, lam), lam, "scipy nnls, least distance")]
 
@@ -488,7 +490,9 @@ def working_set_dual(cons: Constraints) -> tuple[np.ndarray | None, str]:
     multipliers solve the whole dual. Returns ``(lam, note)``; lam None when the working set
     would outgrow the rank bound of the lifted rows (``WS_MIN_ADD``; an infeasible SVM, whose
     optimum on S grows without bound: the other routes decide), the working set has no
-    solution, or ``WS_MAX_ROUNDS`` pass.
+    solution, or ``WS_MAX_ROUNDS`` pass. Where the least-distance problem on S has no
+    solution its Farkas vector (zeros outside S) is raised as an ``_Infeasible`` claim, which
+    :func:`_solve_routes` checks on every row (:mod:`attnsvm.svm.farkas`).
     """
     N = cons.n_rows
     left, right, rhs = cons.left, cons.right, cons.rhs
@@ -505,9 +509,14 @@ def working_set_dual(cons: Constraints) -> tuple[np.ndarray | None, str]:
         lS, rS = left[S], right[S]
         out = _pivoting((lS @ lS.T) * (rS @ rS.T), rhs[S], np.ones(S.size, bool), WS_MAX_PIVOTS)
         if out is None:  # dependent rows in S: the least-distance problem on S is exact
-            lam_S = _least_distance(reduce(cons.subset(S)).A, rhs[S])[0]
+            lam_S, bound, u = _least_distance(reduce(cons.subset(S)).A, rhs[S])
             if lam_S is None:
-                return None, f"working set: no solution on {S.size} rows (round {rounds})"
+                note = f"working set: no solution on {S.size} rows (round {rounds})"
+                if u is None:
+                    return None, note
+                y = np.zeros(N)  # S's Farkas vector is one of every row (zeros elsewhere)
+                y[S] = u
+                raise _Infeasible("ws-dual", f"{note}, feasible norm >= {bound:.1e}", y)
             free = lam_S > 0
             least_distance += 1
         else:
@@ -694,12 +703,17 @@ def _solve_routes(cons: Constraints, routes, t0: float) -> SVMResult:
     """
     notes: list[str] = []
     best: tuple[float, float, np.ndarray, str] | None = None
+    claimed: str | None = None  # a route that claimed infeasibility without a certificate
     for name, route in routes:
         try:
             cands = route(cons)
         except _Infeasible as exc:
-            notes.append(str(exc))
-            return _infeasible(exc.solver, t0, "; ".join(notes))
+            y, note = certify_infeasible(cons, exc.farkas)
+            notes.append(f"{exc}; {note}")
+            if y is not None:
+                return _infeasible(exc.solver, t0, "; ".join(notes))
+            claimed = claimed or exc.solver
+            continue  # a bogus "infeasible": the next route decides
         except Exception as exc:  # noqa: BLE001 - any solver failure: next route
             notes.append(f"{name} raised {type(exc).__name__}: {exc}")
             continue
@@ -725,8 +739,22 @@ def _solve_routes(cons: Constraints, routes, t0: float) -> SVMResult:
         viol, gap, W, name = best
         notes.append(f"best answer: max relative violation {viol:.2e}, gap {gap:.1e}")
         return _result(W, "optimal_inaccurate", np.linalg.norm(W), name, t0, "; ".join(notes))
+    if claimed is not None:
+        notes.append("infeasibility claimed without a certificate")
+        return _result(None, "infeasible_uncertified", np.nan, claimed, t0, "; ".join(notes))
     first = routes[0][0] if routes else "none"
     return _result(None, "solver_error", np.nan, first, t0, "; ".join(notes))
+
+
+def certify_infeasible(
+    cons: Constraints, y: np.ndarray | None = None
+) -> tuple[np.ndarray | None, str]:
+    """A checked Farkas vector of ``cons`` (docs/science.md §4, "Infeasible is certified";
+    :mod:`attnsvm.svm.farkas`): ``y`` (a route's own vector) if it passes, else one found by
+    the least-distance search on the reduced rows while they fit in ``DENSE_MAX_BYTES``.
+    Returns ``(vector or None, note)``; every route's "infeasible" goes through here."""
+    A = reduce(cons).A if _dense_ok(cons) else None
+    return farkas.certify(cons, [y], A)
 
 
 def solve_frobenius(cons: Constraints) -> SVMResult:
@@ -754,14 +782,25 @@ def solve_frobenius(cons: Constraints) -> SVMResult:
         # mostly infeasible at these sizes (E3 at d <= 4): a Farkas certificate from one NNLS
         # settles that in a fraction of the conic solve; feasible ones go on as before
         red = reduce(cons)
-        lam, bound = _least_distance(red.A, cons.rhs)
+        lam, bound, u = _least_distance(red.A, cons.rhs)
         if lam is None and bound >= LDP_INFEASIBLE_NORM:
-            message = f"Farkas certificate (feasible norm >= {bound:.1e})"
-            return _infeasible("ldp-dual", t0, message)
+            y, note = farkas.certify(cons, [u])
+            message = f"least distance: feasible norm >= {bound:.1e}; {note}"
+            if y is not None:
+                return _infeasible("ldp-dual", t0, message)
+            routes = (("ldp-dual", functools.partial(_claim, message=message, y=u)),)
+        else:
+            routes = ()
         # the primal routes reuse this reduction instead of computing it again
-        routes = tuple((name, functools.partial(route, red=red)) for name, route in _PRIMAL_ROUTES)
+        routes += tuple((name, functools.partial(route, red=red)) for name, route in _PRIMAL_ROUTES)
         return _solve_routes(cons, routes, t0)
     return _solve_routes(cons, _DUAL_ROUTES + _PRIMAL_ROUTES, t0)
+
+
+def _claim(cons: Constraints, message: str, y: np.ndarray | None) -> list[Candidate]:
+    """A route that only repeats an infeasibility claim made before the routes ran (its
+    vector failed the check: :func:`_solve_routes` records it and goes on)."""
+    raise _Infeasible("ldp-dual", message, y)
 
 
 def _solve_at_size(cons: Constraints, t0: float) -> SVMResult:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnsvm.svm import farkas
 from attnsvm.svm.constraints import (
     Constraints,
     att_svm_constraints,
@@ -84,7 +85,9 @@ def min_norm_equality(cons: Constraints) -> SVMResult:
     """``W_fin = argmin ||W||_F`` s.t. the equality rows only (docs/science.md §4, Gen-SVM).
 
     Least squares (minimum-norm solution) on the reduced problem ``W = U_l M U_r^T``;
-    inconsistent equalities give status ``infeasible``. Inequality rows are ignored.
+    inconsistent equalities give status ``infeasible`` with their checked Farkas vector (the
+    part of rhs outside the rows' range; :mod:`attnsvm.svm.farkas`), ``infeasible_uncertified``
+    when it does not pass. Inequality rows are ignored.
     """
     t0 = time.perf_counter()
     d = cons.d
@@ -94,9 +97,13 @@ def min_norm_equality(cons: Constraints) -> SVMResult:
     red = reduce(eq)
     A, b, resid = independent_equalities(red.A, eq.rhs)
     if resid > 1e-8:
+        # the part of rhs outside the rows' range is a Farkas vector of the equalities
+        r = eq.rhs - red.A @ np.linalg.lstsq(red.A, eq.rhs, rcond=None)[0]
+        y, note = farkas.certify(eq, [r], red.A)
         return SVMResult(
-            None, "infeasible", float("nan"), "lstsq", time.perf_counter() - t0,
-            f"inconsistent equalities (relative residual {resid:.1e})",
+            None, "infeasible" if y is not None else "infeasible_uncertified", float("nan"),
+            "lstsq", time.perf_counter() - t0,
+            f"inconsistent equalities (relative residual {resid:.1e}); {note}",
         )  # fmt: skip
     m = np.linalg.lstsq(A, b, rcond=None)[0]
     W = red.lift(m)

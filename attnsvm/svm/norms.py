@@ -32,7 +32,13 @@ import warnings
 import numpy as np
 
 from attnsvm.svm.constraints import Constraints
-from attnsvm.svm.frobenius import VERIFY_TOL, SVMResult, scale_onto, violation
+from attnsvm.svm.frobenius import (
+    VERIFY_TOL,
+    SVMResult,
+    certify_infeasible,
+    scale_onto,
+    violation,
+)
 
 #: the norms of this module: name -> (p of the entrywise norm, or "spec"), description
 NORMS: dict[str, float | str] = {"max": np.inf, "spec": "spec", "l1p5": 1.5, "l3": 3.0}
@@ -133,8 +139,12 @@ def solve_norm_svm(cons: Constraints, norm: str) -> SVMResult:
     except Exception as exc:  # noqa: BLE001 - a solver failure is a status, not a crash
         return SVMResult(None, "solver_error", np.nan, solver, time.perf_counter() - t0, repr(exc))
     if W is None:
-        kind = "infeasible" if status.startswith("infeasible") else "solver_error"
-        return SVMResult(None, kind, np.nan, solver, time.perf_counter() - t0, status)
+        if not status.startswith("infeasible"):
+            return SVMResult(None, "solver_error", np.nan, solver, time.perf_counter() - t0, status)
+        # the rows, not the norm, decide feasibility: the same Farkas vector certifies it
+        y, note = certify_infeasible(cons)
+        kind = "infeasible" if y is not None else "infeasible_uncertified"
+        return SVMResult(None, kind, np.nan, solver, time.perf_counter() - t0, f"{status}; {note}")
     W = scale_onto(cons, W)
     obj, viol = matrix_norm(W, norm), violation(cons, W)
     lb = lower_bound(cons, lam, norm)

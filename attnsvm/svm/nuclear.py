@@ -373,12 +373,14 @@ def _lift_certificate(prob: _Direct, res) -> tuple[str, np.ndarray | None, np.nd
 def _frobenius_verdict(
     cons: Constraints, t0: float, frobenius: SVMResult | None = None
 ) -> SVMResult | None:
-    """The Frobenius QP's answer when it shows the constraint set empty (``infeasible``) or
-    fails (``solver_error``); None when it found a feasible W (docs/science.md §4: the same
-    constraints decide feasibility for both norms). ``frobenius``: that answer when the
-    caller already has it (:func:`solve_nuclear`), else the QP is solved here."""
+    """The Frobenius QP's answer when it shows the constraint set empty (``infeasible``, with
+    its checked Farkas vector: the rows, not the norm, decide; ``infeasible_uncertified``
+    without one) or fails (``solver_error``); None when it found a feasible W
+    (docs/science.md §4: the same constraints decide feasibility for both norms).
+    ``frobenius``: that answer when the caller already has it (:func:`solve_nuclear`), else
+    the QP is solved here."""
     frob = solve_frobenius(cons) if frobenius is None else frobenius
-    if frob.status not in ("infeasible", "solver_error"):
+    if frob.status not in ("infeasible", "infeasible_uncertified", "solver_error"):
         return None
     return SVMResult(
         None, frob.status, float("nan"), f"frobenius:{frob.solver}",

@@ -6,7 +6,11 @@ from the blocks is held to the same standard (docs/store.md, "Derived outputs"):
 - ``sweep.zarr`` (a store with a manifest) records in its manifest ``inputs_sha256``, the
   digest of the block manifests it was collected from (:func:`blocks_digest`); its own digest
   is the manifest's ``content_sha256``.
-- ``summary.nc``, each figure (PDF, PNG, caption) and ``status.html`` get a *record*, a small
+- ``summary.nc``, each figure (PDF, PNG, caption), ``status.html``, the claims ledger
+  (``claims.json`` and ``claims.csv``: inputs ``sweep`` and ``claims``, the digest of the
+  claims' settings), the report's run section ``run_info.rst`` (run-level: inputs
+  ``sweep:<experiment>`` of every experiment) and its claims page (``claims.html`` and
+  ``claims.rst``: inputs ``ledger:<experiment>``, each ledger's SHA-256) get a *record*, a small
   JSON file next to them (``<output>.digest.json``; one per figure, ``<figure>.digest.json``)
   written last: the experiment, the size and SHA-256 of each file, and the digests of its
   inputs (``sweep``: the sweep's digest; ``summary``: the summary's SHA-256; ``code``: the
@@ -48,12 +52,19 @@ def figure_record(png: str | os.PathLike) -> Path:
     return p.with_name(p.stem + RECORD_SUFFIX)
 
 
-def blocks_digest(block_paths: Mapping[str, str | os.PathLike]) -> str:
+def blocks_digest(
+    block_paths: Mapping[str, str | os.PathLike], known: Mapping[str, str] | None = None
+) -> str:
     """Digest of the block stores a sweep is collected from: SHA-256 over ``{block name:
     content_sha256 of its manifest}`` of those that exist (manifests read, files not hashed;
-    a store without a readable manifest counts as ``""``)."""
+    a store without a readable manifest counts as ``""``). ``known``: content_sha256 of
+    stores whose manifests the caller read a moment ago (the repair step), not read again."""
     found = {}
+    known = known or {}
     for name, path in sorted(block_paths.items()):
+        if name in known:
+            found[name] = known[name]
+            continue
         if not os.path.lexists(path):
             continue
         try:
@@ -143,6 +154,31 @@ def check_record(
                          if dict(inputs).get(k) != body.get("inputs", {}).get(k))  # fmt: skip
         raise StoreError(main, f"built from another {', '.join(changed)}", "stale")
     return body
+
+
+def text_digest(text: str) -> str:
+    """SHA-256 of a text (a canonical JSON setting, e.g. an experiment's claims)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def claims_inputs(sweep: str | os.PathLike, claims: str) -> dict[str, str]:
+    """What a claims ledger is built from: the sweep's digest and the claims' canonical JSON
+    (:meth:`attnsvm.plan.Plan.claims_config`)."""
+    return {"sweep": sweep_digest(sweep), "claims": text_digest(claims)}
+
+
+def run_info_inputs(sweeps: Mapping[str, str | os.PathLike]) -> dict[str, str]:
+    """What the report's run section is built from: every experiment's sweep digest."""
+    return {f"sweep:{exp}": sweep_digest(path) for exp, path in sorted(sweeps.items())}
+
+
+def claims_page_inputs(ledgers: Mapping[str, str | os.PathLike]) -> dict[str, str]:
+    """What the report's claims page is built from: every ledger's SHA-256 (as its record
+    lists it; "" for a ledger without one)."""
+    return {
+        f"ledger:{exp}": record_sha(record_of(path), Path(path).name)
+        for exp, path in sorted(ledgers.items())
+    }
 
 
 def record_sha(record: str | os.PathLike, name: str) -> str:

@@ -25,6 +25,7 @@ import shutil
 import time
 import warnings
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -403,25 +404,52 @@ class VerifyCache:
         self.changed = False
 
 
+#: threads that read the manifests and stat the files of the block stores at start (the
+#: stat calls release the GIL and wait on the file system; bench/bench_repair.py)
+STAT_THREADS = 8
+#: stores read ahead by those threads (bounds the parsed manifests held at once)
+STAT_CHUNK = 256
+
+
+def _manifest_and_key(
+    path: Path,
+) -> tuple[dict[str, Any] | None, str | None, StoreError | None]:
+    """``(manifest, store_stat_key, None)`` of the store at ``path`` (no file hashed), or
+    ``(None, None, error)`` when its manifest does not read."""
+    try:
+        m = verify_store(path, contents=False)
+    except StoreError as err:
+        return None, None, err
+    return m, store_stat_key(path, m), None
+
+
+def _read_ahead(paths: list[Path]):
+    """:func:`_manifest_and_key` of every path, in order, computed ``STAT_THREADS`` at a
+    time, ``STAT_CHUNK`` stores ahead."""
+    with ThreadPoolExecutor(STAT_THREADS) as pool:
+        for start in range(0, len(paths), STAT_CHUNK):
+            yield from pool.map(_manifest_and_key, paths[start : start + STAT_CHUNK])
+
+
 def check_block_cached(
     path: str | os.PathLike,
     experiment: str,
     block: str,
     digest: str | None,
     cache: VerifyCache | None,
+    read: tuple[dict[str, Any] | None, str | None, StoreError | None] | None = None,
 ) -> BlockCheck:
     """:func:`check_block` with every file hashed, unless ``cache`` vouches for the store's
     files (same :func:`store_stat_key` as when they last verified): then only its manifest
-    is read and checked against the plan (identity, cells, version)."""
+    is read and checked against the plan (identity, cells, version). ``read``: the store's
+    :func:`_manifest_and_key` when the caller already has it."""
     if cache is None:
         return check_block(path, experiment, block, digest)
     path = Path(path)
-    try:
-        m = verify_store(path, contents=False)  # parsed once; no file hashed
-    except StoreError as err:
+    m, key, err = _manifest_and_key(path) if read is None else read
+    if err is not None:
         cache.drop(block)
         return BlockCheck(path, "damaged", err.reason)
-    key = store_stat_key(path, m)
     if cache.vouches(block, key):
         return _against_plan(path, m, experiment, block, digest)
     chk = check_block(path, experiment, block, digest)
@@ -437,6 +465,7 @@ def repair_blocks(
     experiment: str,
     planned: Mapping[str, str],
     dry_run: bool = False,
+    finished: dict[str, str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Make every unfinished block store of ``planned`` (``{block: cells digest}``) missing.
 
@@ -445,7 +474,9 @@ def repair_blocks(
     that the workflow sees those blocks as missing and recomputes them. Stray entries are
     left alone; stores whose files did not change since they last verified are not hashed
     again (:class:`VerifyCache`). Returns one warning per finding, naming the path, and the
-    paths of the stores to recompute; ``dry_run`` changes nothing.
+    paths of the stores to recompute; ``dry_run`` changes nothing. ``finished``: filled with
+    ``{block: content_sha256 of its manifest}`` of the finished stores (what
+    :func:`attnsvm.sweep.derived.blocks_digest` reads, without reading the manifests again).
     """
     d = Path(blocks_dir)
     out: list[str] = []
@@ -453,12 +484,14 @@ def repair_blocks(
     if not d.is_dir():
         return out, redo
     cache = VerifyCache(d.parent)
-    for name, digest in planned.items():
-        path = d / f"{name}.zarr"
-        if not path.exists():
-            continue
-        chk = check_block_cached(path, experiment, name, digest, cache)
+    present = [(name, digest, d / f"{name}.zarr") for name, digest in planned.items()]
+    present = [item for item in present if item[2].exists()]
+    reads = _read_ahead([path for _, _, path in present])
+    for (name, digest, path), read in zip(present, reads, strict=True):
+        chk = check_block_cached(path, experiment, name, digest, cache, read)
         if chk.finished:
+            if finished is not None and chk.manifest is not None:
+                finished[name] = str(chk.manifest.get("content_sha256", ""))
             continue
         cache.drop(name)
         redo.append(str(path))

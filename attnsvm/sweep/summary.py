@@ -17,6 +17,7 @@ the same for ``convergence_strict`` (the strict rule), ``count_svm_status``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -138,7 +139,8 @@ def write_summary(sweep_path: str | os.PathLike, out: str | os.PathLike) -> Path
     """Summarize the sweep store at ``sweep_path`` into a NetCDF file at ``out`` (atomic).
 
     The sweep is verified first (:func:`attnsvm.sweep.integrity.load_verified`): a damaged sweep
-    stops with an error naming it. The summary's digest record (the sweep's digest and the
+    stops with an error naming it. The file carries its own checksum, the global attribute
+    ``data_sha256`` (:func:`data_checksum`). The summary's digest record (the sweep's digest and the
     summary's SHA-256, :mod:`attnsvm.sweep.derived`) is written last.
     """
     out = Path(out)
@@ -147,6 +149,7 @@ def write_summary(sweep_path: str | os.PathLike, out: str | os.PathLike) -> Path
     digest = sweep_digest(sweep_path)
     sweep = load_verified(sweep_path)
     ds = summarize(sweep)
+    ds.attrs[CHECKSUM_ATTR] = data_checksum(ds)
     with atomic_path(out) as tmp:
         ds.to_netcdf(tmp)
     write_record(record_of(out), "summary", str(sweep.attrs.get("experiment", "")), [out],
@@ -167,12 +170,61 @@ def verified_summary(summary_path: str | os.PathLike, sweep_path: str | os.PathL
         experiment = ""
     inputs = None if sweep_path is None else {"sweep": sweep_digest(sweep_path)}
     check_record(record, "summary", experiment, inputs)
+    check_checksum(summary_path)
     if sweep_path is not None:
         expected = str(verify_store(sweep_path, contents=False).get("experiment", ""))
         if experiment != expected:
             raise StoreError(summary_path, f"summarizes experiment {experiment!r}, not "
                              f"{expected!r}", "foreign")  # fmt: skip
     return record_sha(record, Path(summary_path).name)
+
+
+CHECKSUM_ATTR = "data_sha256"
+"""Global attribute of ``summary.nc``: :func:`data_checksum` of its own contents."""
+
+
+def data_checksum(ds: xr.Dataset) -> str:
+    """SHA-256 over the canonical bytes of every coordinate and data variable of ``ds``
+    (sorted by name; each with its dims and shape): floats as little-endian float64 with one
+    NaN, integers and booleans as little-endian int64, strings as UTF-8 joined by NUL, so that
+    the value survives the NetCDF round trip (docs/store.md, "Derived outputs")."""
+    h = hashlib.sha256()
+    for kind, variables in (("coord", ds.coords), ("var", ds.data_vars)):
+        for name in sorted(map(str, variables)):
+            v = variables[name]
+            h.update(f"{kind}:{name}:{','.join(map(str, v.dims))}:{v.shape};".encode())
+            h.update(_canonical_bytes(np.asarray(v.values)))
+    return h.hexdigest()
+
+
+def _canonical_bytes(a: np.ndarray) -> bytes:
+    if a.dtype.kind in "OUST":  # object, bytes, unicode, numpy 2 StringDType
+        return "\0".join(x.decode() if isinstance(x, bytes) else str(x) for x in a.ravel()).encode()
+    if a.dtype.kind == "f":
+        a = np.where(np.isnan(a), np.nan, a).astype("<f8")
+    elif a.dtype.kind in "iub":
+        a = a.astype("<i8")
+    elif a.dtype.kind in "mM":
+        a = a.astype(f"<{a.dtype.kind}8[ns]").view("<i8")
+    return np.ascontiguousarray(a).tobytes()
+
+
+def check_checksum(summary_path: str | os.PathLike) -> None:
+    """Check that the summary's data match the checksum it carries (``data_sha256``).
+
+    Raises :class:`attnsvm.sweep.integrity.StoreError` naming the file: unreadable, without a
+    checksum, or with data that do not match it.
+    """
+    try:
+        with xr.open_dataset(summary_path) as ds:
+            ds.load()
+    except Exception as err:  # noqa: BLE001 - any failure to read is damage
+        raise StoreError(summary_path, f"cannot be read: {err}") from None
+    carried = ds.attrs.get(CHECKSUM_ATTR)
+    if not carried:
+        raise StoreError(summary_path, f"carries no checksum ({CHECKSUM_ATTR})")
+    if data_checksum(ds) != carried:
+        raise StoreError(summary_path, f"its data do not match its own checksum ({CHECKSUM_ATTR})")
 
 
 # ----------------------------------------------------------------------------- statistics
