@@ -31,7 +31,8 @@ import pandas as pd
 import xarray as xr
 
 from attnsvm import provenance
-from attnsvm.sweep.integrity import verify_store
+from attnsvm.sweep.derived import check_record, record_of
+from attnsvm.sweep.integrity import StoreError, verify_store
 from attnsvm.sweep.paths import LAYOUT, Paths
 
 __all__ = ["ResultsError", "open_results", "outline"]
@@ -85,6 +86,12 @@ def _claims(paths: Paths, exp: str) -> xr.Dataset | None:
     """The experiment's claims along dimension ``claim`` (None when the run wrote none)."""
     table = Path(paths.get("claims_table", experiment=exp))
     ledger = Path(paths.get("claims", experiment=exp))
+    if table.is_file() or ledger.is_file():
+        # the ledger and its table are derived outputs: read only once their digest record
+        # says they are what the run wrote (docs/store.md, "Derived outputs")
+        body = check_record(record_of(ledger), "claims", exp)
+        if table.is_file() and table.name not in body["files"]:
+            raise StoreError(table, "not listed in the claims' digest record")
     if table.is_file():
         frame, source = pd.read_csv(table), table
     elif ledger.is_file():
@@ -105,8 +112,9 @@ def _open_sweep(path: Path, verify: bool, chunks: Any) -> xr.Dataset:
     return xr.open_zarr(path, chunks=chunks)
 
 
-def _open_summary(path: Path, chunks: Any) -> xr.Dataset:
-    """The summary, decoded lazily from an image of the file in memory.
+def _open_summary(path: Path, experiment: str, chunks: Any) -> xr.Dataset:
+    """The summary, checked against its digest record and its own checksum, decoded lazily
+    from an image of the file in memory.
 
     The file is read once and closed: no handle stays open (a rerun's summarize can replace
     the file), and netCDF-C / HDF5 cannot trip over the same file opened and closed several
@@ -116,7 +124,15 @@ def _open_summary(path: Path, chunks: Any) -> xr.Dataset:
     """
     import netCDF4  # xarray's own netCDF backend library; only the summary needs it
 
+    from attnsvm.sweep.summary import CHECKSUM_ATTR, data_checksum
+
+    check_record(record_of(path), "summary", experiment)
     image = netCDF4.Dataset(path.name, mode="r", memory=path.read_bytes())
+    # the checksum reads every value once, through an uncached view: the returned dataset
+    # stays lazy
+    check = xr.open_dataset(xr.backends.NetCDF4DataStore(image), cache=False)
+    if data_checksum(check) != check.attrs.get(CHECKSUM_ATTR):
+        raise StoreError(path, f"its data do not match its own checksum ({CHECKSUM_ATTR})")
     return xr.open_dataset(xr.backends.NetCDF4DataStore(image), chunks=chunks)
 
 
@@ -168,7 +184,9 @@ def open_results(
     stored chunks (needs dask). The summary file is read once into memory and its variables
     decoded when used. Before it is opened, each sweep store's files are checked
     against its manifest by name and size (``verify=True``: by SHA-256, every byte read), and
-    zarr checks every chunk's checksum when it is read; a damaged store raises
+    zarr checks every chunk's checksum when it is read; the summary and the claims ledger
+    are checked against their digest records (and the summary against the checksum it
+    carries); a damaged, foreign or incomplete store or file raises
     :class:`attnsvm.sweep.integrity.StoreError` naming it.
     """
     root = Path(results)
@@ -192,7 +210,7 @@ def open_results(
                 ds = sweeps[exp] = _open_sweep(path, verify, chunks)
                 attrs.update({k: v for k, v in ds.attrs.items() if k != "blocks"})
             else:
-                ds = _open_summary(path, chunks)
+                ds = _open_summary(path, exp, chunks)
             nodes[f"/{exp}/{child}"] = ds
         claims = _claims(paths, exp)
         if claims is not None:

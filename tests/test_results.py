@@ -22,6 +22,7 @@ import zarr
 import attnsvm
 from attnsvm import provenance
 from attnsvm.results import ResultsError, outline
+from attnsvm.sweep.derived import record_of, write_record
 from attnsvm.sweep.integrity import StoreError
 from attnsvm.sweep.paths import Paths
 from tests.workflow_helpers import tiny_results
@@ -131,7 +132,11 @@ def test_claims_are_loaded_where_they_exist(run, tmp_path):
             "evidence": {"seeds": 4, "cells": 4, "failed": 1},
         },
     ]
-    (root / "e2_local" / "claims.json").write_text(json.dumps({"claims": ledger}))
+    path = root / "e2_local" / "claims.json"
+    path.write_text(json.dumps({"claims": ledger}))
+    with pytest.raises(StoreError, match="no digest record"):  # unrecorded: not trusted
+        attnsvm.open_results(root)
+    write_record(record_of(path), "claims", "e2_local", [path], {})
     tree = attnsvm.open_results(root)
     assert "claims" not in tree["e3_rank"].children  # none written: no node, no error
     claims = tree["e2_local/claims"].to_dataset()
@@ -143,6 +148,11 @@ def test_claims_are_loaded_where_they_exist(run, tmp_path):
     # the tidy table, where the run wrote one, is the table of the node
     table = pd.DataFrame({"claim": ["a", "b", "c"], "verdict": ["PASS", "FAIL", "PASS"]})
     table.to_csv(root / "e2_local" / "claims.csv", index=False)
+    with pytest.raises(StoreError, match="claims.csv"):  # the table is unrecorded
+        attnsvm.open_results(root)
+    write_record(
+        record_of(path), "claims", "e2_local", [path, root / "e2_local" / "claims.csv"], {}
+    )
     tree = attnsvm.open_results(root)
     claims = tree["e2_local/claims"]
     assert list(claims["verdict"].values) == ["PASS", "FAIL", "PASS"]
@@ -212,3 +222,26 @@ def test_the_readmes_notebook_section_runs(run):
     exec(code.replace('"results"', repr(str(run))), namespace)  # noqa: S102 - our own README
     runs = namespace["runs"]
     assert isinstance(runs, xr.DataTree) and runs.attrs["computed_by"]
+
+
+def test_a_changed_summary_or_ledger_is_refused_by_name(run, tmp_path):
+    root = copy_of(run, tmp_path)
+    summary = root / "e2_local" / "summary.nc"
+    record = json.loads(record_of(summary).read_text())
+    with xr.open_dataset(summary) as ds:
+        changed = ds.load()
+    name = next(n for n, v in changed.data_vars.items() if v.dtype.kind == "f")
+    changed[name].values[...] = changed[name].values + 1.0
+    summary.unlink()
+    changed.to_netcdf(summary)  # another value, the old checksum attribute carried along
+    with pytest.raises(StoreError, match="summary.nc"):  # caught by the digest record
+        attnsvm.open_results(root)
+    # a record rewritten to match the new bytes: the summary's own checksum still catches it
+    write_record(record_of(summary), "summary", "e2_local", [summary], record["inputs"])
+    with pytest.raises(StoreError, match="do not match its own checksum"):
+        attnsvm.open_results(root)
+    # another experiment's summary under this name: foreign
+    shutil.copy(root / "e3_rank" / "summary.nc", summary)
+    shutil.copy(record_of(root / "e3_rank" / "summary.nc"), record_of(summary))
+    with pytest.raises(StoreError, match="e3_rank"):
+        attnsvm.open_results(root)
