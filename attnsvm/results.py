@@ -34,6 +34,7 @@ from attnsvm import provenance
 from attnsvm.sweep.derived import check_record, record_of
 from attnsvm.sweep.integrity import StoreError, verify_store
 from attnsvm.sweep.paths import LAYOUT, Paths
+from attnsvm.sweep.summary import CHECKSUM_ATTR, data_checksum
 
 __all__ = ["ResultsError", "open_results", "outline"]
 
@@ -123,8 +124,6 @@ def _open_summary(path: Path, experiment: str, chunks: Any) -> xr.Dataset:
     sweep, which stays on disk.
     """
     import netCDF4  # xarray's own netCDF backend library; only the summary needs it
-
-    from attnsvm.sweep.summary import CHECKSUM_ATTR, data_checksum
 
     check_record(record_of(path), "summary", experiment)
     image = netCDF4.Dataset(path.name, mode="r", memory=path.read_bytes())
