@@ -23,7 +23,7 @@ lifted W and accepts it only with the certified relative gap ``(||W||_* - c^T la
 ||G(lam)||_2) / ||W||_*`` <= ``attnsvm.svm.nuclear.GAP_TOL``, and otherwise goes on to the
 next solver (Clarabel / SCS), as for every other route. Memory: the primal-dual method's
 ~6 |S|^2 doubles (|S| <= ``WS_MAX_ROWS``: at most ~430 MB) plus O(N (p + q)) for the rows
-(bench/bench_size.py measures the peak).
+(bench/bench_scaling.py measures the peak).
 """
 
 from __future__ import annotations
