@@ -200,22 +200,32 @@ def exponent(values: list[int], seconds: list[float]) -> float:
 
 
 def plot(rows: list[dict], title: str, out: str) -> None:
+    """Log-log figure: CPU seconds (top) and peak MB (bottom) per cell against each axis."""
     import matplotlib  # noqa: PLC0415  (only the figure needs it)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator  # noqa: PLC0415
 
-    fig, axs = plt.subplots(1, 3, figsize=(12, 3.6), sharey=True)
+    fig, axs = plt.subplots(2, 3, figsize=(12, 6.4), sharey="row", sharex="col")
     parts = list(dict.fromkeys(r["part"] for r in rows))
-    for ax, axis in zip(axs, AXES, strict=True):
-        for part in parts:
-            pts = [r for r in rows if r["part"] == part and r["axis"] == axis]
-            xs = [int(r["value"]) for r in pts]
-            ax.loglog(xs, [float(r["seconds"]) for r in pts], "o-", label=part)
-        ax.set_xlabel(f"{axis} (others at each part's base shape)")
-        ax.grid(True, which="both", alpha=0.3)
-    axs[0].set_ylabel("CPU seconds per cell")
-    axs[0].legend(fontsize=7)
+    for col, axis in enumerate(AXES):
+        values = sorted({int(r["value"]) for r in rows if r["axis"] == axis})
+        for row, (key, label) in enumerate((("seconds", "CPU seconds"), ("MB", "peak MB"))):
+            ax = axs[row, col]
+            for part in parts:
+                pts = [r for r in rows if r["part"] == part and r["axis"] == axis]
+                xs = [int(r["value"]) for r in pts]
+                ax.loglog(xs, [max(float(r[key]), 1e-3) for r in pts], "o-", label=part)
+            ax.xaxis.set_major_locator(FixedLocator(values))  # the measured values only
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_xticks(values, [str(v) for v in values], fontsize=7)
+            ax.grid(True, which="both", alpha=0.3)
+            if col == 0:
+                ax.set_ylabel(f"{label} per cell")
+        axs[1, col].set_xlabel(f"{axis} (others at each part's base shape)")
+    axs[0, 0].legend(fontsize=7)
     fig.suptitle(f"attnsvm {title.lower()}, 1 thread")
     fig.tight_layout()
     Path(out).parent.mkdir(parents=True, exist_ok=True)
