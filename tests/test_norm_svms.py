@@ -19,6 +19,13 @@ def _cons(seed, n=4, T=5, d=5):
     return att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds))
 
 
+def _planted(seed, n=36, T=8, d=5):
+    """Rows of the selection of a Gaussian W* (feasible by construction)."""
+    ds = make_dataset(Cell(n=n, T=T, d=d, seed=seed, train=False))
+    W = np.random.default_rng(seed).standard_normal((d, d))
+    return att_svm_constraints(ds.X, ds.Z, np.argmax(np.einsum("ntd,de,ne->nt", ds.X, W, ds.Z), 1))
+
+
 def _dual_value(cons, norm):
     """max rhs^T lam s.t. lam >= 0, ||sum_k lam_k left_k right_k^T||_dual <= 1."""
     lam = cp.Variable(cons.n_rows, nonneg=True)
@@ -131,3 +138,52 @@ def test_spectral_svm_optimal_face_is_wide_so_only_its_margin_ratio_is_stored():
         ends.append(np.sum(Wf * D) / (np.linalg.norm(Wf) * np.linalg.norm(D)))
     assert abs(ends[0] - ends[1]) > 1e3 * GAP_TOL, ends  # the face is not a point
     assert margin_ratio(cons, D, "spec", spec.objective) <= 1 + 1e-9
+
+
+@pytest.mark.parametrize("norm", list(NORMS))
+def test_working_set_gives_the_full_systems_optimum_with_its_certificate(norm, monkeypatch):
+    """docs/science.md §10, "At size": the working set route, forced on a 252-row system
+    with a small first set and small additions (several rounds), returns an optimum of the
+    full system (same objective as the full solve within the certified gap, margin ratio 1
+    against it, every row met) and names itself; the full solve is the reference."""
+    from attnsvm.svm import norms
+
+    cons = _planted(5)
+    full = solve_norm_svm(cons, norm)
+    assert full.status == "optimal" and not full.solver.endswith("-ws"), full.message
+    monkeypatch.setattr(norms, "WS_ROWS", 40)
+    monkeypatch.setattr(norms, "WS_START_ROWS", 12)
+    monkeypatch.setattr(norms, "WS_ADD_ROWS", 8)
+    monkeypatch.setattr(norms, "WS_MIN_ADD", 4)
+    rounds = []
+    solve = norms._solve_cvxpy
+    monkeypatch.setattr(norms, "_solve_cvxpy", lambda c, p: rounds.append(c.n_rows) or solve(c, p))
+    ws = solve_norm_svm(cons, norm)
+    assert ws.status == "optimal" and ws.solver.endswith("-ws"), ws.message
+    assert len(rounds) >= 2 and max(rounds) < cons.n_rows  # a working set, not all rows
+    assert violation(cons, ws.W) <= 1e-9
+    assert ws.objective == pytest.approx(full.objective, rel=norms.GAP_TOL)
+    assert margin_ratio(cons, ws.W, norm, full.objective) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_working_set_hands_over_to_the_full_system_when_it_would_grow_too_large(monkeypatch):
+    """A set that would pass WS_MAX_ROWS is dropped: the full system's answer, unnamed -ws;
+    an infeasible system (no Frobenius answer to start from) is certified on all rows."""
+    from attnsvm.svm import norms
+
+    cons = _planted(5)
+    monkeypatch.setattr(norms, "WS_ROWS", 40)
+    monkeypatch.setattr(norms, "WS_START_ROWS", 12)
+    monkeypatch.setattr(norms, "WS_MAX_ROWS", 13)
+    res = solve_norm_svm(cons, "l3")
+    assert res.status == "optimal" and res.solver == "cvxpy-clarabel-l3", res.message
+    bad = type(cons)(
+        left=np.concatenate([cons.left, -cons.left[:1]]),
+        right=np.concatenate([cons.right, cons.right[:1]]),
+        rhs=np.ones(cons.n_rows + 1),
+        equality=np.zeros(cons.n_rows + 1, bool),
+        example=np.zeros(cons.n_rows + 1, int),
+        token=np.zeros(cons.n_rows + 1, int),
+    )
+    res = solve_norm_svm(bad, "max")
+    assert res.status == "infeasible" and res.W is None

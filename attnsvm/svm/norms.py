@@ -37,6 +37,7 @@ from attnsvm.svm.frobenius import (
     SVMResult,
     certify_infeasible,
     scale_onto,
+    solve_frobenius,
     violation,
 )
 
@@ -52,6 +53,23 @@ _ALSO = {"fro": 2.0, "nuc": "nuc"}
 #: relative duality gap an ``optimal`` answer must certify (Clarabel reaches ~1e-9 here)
 GAP_TOL = 1e-6
 CLARABEL_OPTIONS = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, max_iter=500)
+#: inequality-only systems with more rows than this take the working set first (issue 28;
+#: docs/science.md §10, "At size"): Clarabel's cost grows with rows x d^2 on the full system
+WS_ROWS = 1000
+#: rows of the first working set: those of least margin under the Frobenius answer
+WS_START_ROWS = 500
+#: most rows that join per round: the most violated
+WS_ADD_ROWS = 300
+#: fewest rows that join per round when any row is violated (topped up with those of least
+#: margin ratio)
+WS_MIN_ADD = 50
+#: largest working set before the route hands over to the full system
+WS_MAX_ROWS = 6000
+#: rounds before the route hands over to the full system
+WS_MAX_ROUNDS = 20
+#: relative violation up to which a row outside the set counts as met (the answer is then
+#: scaled onto the feasible set and every row checked to ``VERIFY_TOL``, as on every route)
+WS_TOL = 1e-9
 
 
 def _check(norm: str, also: bool = False) -> float | str:
@@ -125,17 +143,63 @@ def _solve_cvxpy(cons: Constraints, p) -> tuple[str, np.ndarray | None, np.ndarr
     return str(prob.status), np.asarray(W.value, dtype=np.float64), lam
 
 
+def _solve_working_set(
+    cons: Constraints, p
+) -> tuple[str, np.ndarray | None, np.ndarray | None] | None:
+    """:func:`_solve_cvxpy` on a working set of rows (docs/science.md §10, "At size").
+
+    The set starts with the ``WS_START_ROWS`` rows of least margin ratio under the Frobenius
+    answer (the same feasible set); each round solves the SVM on the set, checks every row
+    against its W (N d^2 flops) and, while any is violated, adds the violated rows (at most
+    ``WS_ADD_ROWS``, the most violated first; at least ``WS_MIN_ADD`` rows, topped up with
+    those of least margin ratio). The optimum
+    on a subset is a lower bound of the full one, so when no row is violated its W is optimal
+    for all rows, and its multipliers padded with zeros are dual feasible for all rows: the
+    caller's certificate (every row, weak-duality gap) is today's, unchanged. ``None`` (the
+    caller solves the full system) when the Frobenius answer or a round fails, the set would
+    pass ``WS_MAX_ROWS`` or ``WS_MAX_ROUNDS`` pass."""
+    fro = solve_frobenius(cons)
+    if not fro.solved:
+        return None  # infeasible or unsolved: the full system decides and certifies
+    ratio = cons.values(fro.W) / cons.rhs
+    S = np.sort(np.argsort(ratio, kind="stable")[:WS_START_ROWS])
+    for _ in range(WS_MAX_ROUNDS):
+        status, W, lam_S = _solve_cvxpy(cons.subset(S), p)
+        if W is None:
+            return None
+        ratio = cons.values(W) / cons.rhs
+        rest = np.setdiff1d(np.arange(cons.n_rows), S, assume_unique=True)
+        if not np.any(ratio[rest] < 1.0 - WS_TOL):
+            lam = np.zeros(cons.n_rows)
+            lam[S] = lam_S
+            return status, W, lam
+        # the violated rows (most violated first), topped up to WS_MIN_ADD with the rows
+        # nearest to violation: a round that adds a handful of rows costs a whole solve
+        n_add = min(max(int(np.sum(ratio[rest] < 1.0 - WS_TOL)), WS_MIN_ADD), WS_ADD_ROWS)
+        add = rest[np.argsort(ratio[rest], kind="stable")[:n_add]]
+        if S.size + add.size > WS_MAX_ROWS:
+            return None
+        S = np.union1d(S, add)
+    return None
+
+
 def solve_norm_svm(cons: Constraints, norm: str) -> SVMResult:
     """``min ||W||_norm`` over the Att-SVM rows ``cons`` (docs/science.md §10), certified.
 
-    Returns an :class:`attnsvm.svm.frobenius.SVMResult` whose ``objective`` is the norm of W;
-    ``optimal`` only with every row within ``VERIFY_TOL`` and a certified gap <= ``GAP_TOL``.
+    Inequality-only systems of more than ``WS_ROWS`` rows are first solved on a working set
+    (:func:`_solve_working_set`, solver name ending ``-ws``), else on all rows. Returns an
+    :class:`attnsvm.svm.frobenius.SVMResult` whose ``objective`` is the norm of W; ``optimal``
+    only with every row within ``VERIFY_TOL`` and a certified gap <= ``GAP_TOL``.
     """
     p = _check(norm)
     t0 = time.perf_counter()
     solver = f"cvxpy-clarabel-{norm}"
     try:
-        status, W, lam = _solve_cvxpy(cons, p)
+        found = None
+        if cons.n_rows > WS_ROWS and not cons.equality.any():
+            found = _solve_working_set(cons, p)
+            solver += "-ws" if found is not None else ""
+        status, W, lam = found if found is not None else _solve_cvxpy(cons, p)
     except Exception as exc:  # noqa: BLE001 - a solver failure is a status, not a crash
         return SVMResult(None, "solver_error", np.nan, solver, time.perf_counter() - t0, repr(exc))
     if W is None:
