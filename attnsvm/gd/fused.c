@@ -77,7 +77,7 @@ static inline vd vabs(vd x) {
  * k), r = x - k ln 2 in two fma steps, e^r by Horner on the Taylor series to r^13 (|r| <=
  * 0.35: truncation below 2^-57), then times 2^(k>>1) (exact) and 2^(k - (k>>1)) (the one
  * rounding, into the subnormals where it must). */
-static inline vd vexp(vd x) {
+static inline __attribute__((always_inline)) vd vexp(vd x) {
     const vd shift = splat(0x1.8p52);
     vd xc = vsel(x < splat(-746.0), splat(-746.0), x);
     xc = vsel(xc > splat(710.0), splat(710.0), xc);
@@ -224,6 +224,8 @@ static void train_block(int n, int T, int d, int m, const vd *X, const vd *Y, co
     vd *mi = WZ + n * d;          /* n: margins */
     vd *em = mi + n;              /* n: exp(-|m_i|) */
     vd *gy = em + n;              /* n: -Y_i / n */
+    vd *top = gy + n;             /* n: top logit, then sum_t s_it e_it */
+    vd *ctop = top + n;           /* n: the top token's score */
     vd *K = theta, *Q = theta + d * m;
     vd *W = m > 0 ? Wk : theta;
     vd probe = splat(0.0);
@@ -237,32 +239,41 @@ static void train_block(int n, int T, int d, int m, const vd *X, const vd *Y, co
         abt(n, d, d, WZ, d, 1, Z, d, 1, W, d, 1);           /* W z_i */
         for (int i = 0; i < n; i++) /* logits x_it^T W z_i */
             abt(T, 1, d, ls + i * T, 1, 0, X + i * T * d, d, 1, WZ + i * d, 0, 1);
-        for (int i = 0; i < n; i++) {
-            const vd *ci = c + i * T;
-            vd *si = ls + i * T, *qi = q + i * T;
+        for (int i = 0; i < n; i++) { /* the top token */
+            const vd *ci = c + i * T, *si = ls + i * T;
             vd lt = si[0], ca = ci[0];
-            for (int t = 1; t < T; t++) { /* the top token */
+            for (int t = 1; t < T; t++) {
                 vi up = (si[t] > lt) | ((si[t] != si[t]) & (lt == lt));
                 lt = vsel(up, si[t], lt);
                 ca = vsel(up, ci[t], ca);
             }
+            top[i] = lt;
+            ctop[i] = ca;
+        }
+        for (int i = 0; i < n; i++) /* independent exps: the vector units stay busy */
+            for (int t = 0; t < T; t++) ls[i * T + t] = vexp(ls[i * T + t] - top[i]);
+        for (int i = 0; i < n; i++) {
+            const vd *ci = c + i * T;
+            vd *si = ls + i * T, *qi = q + i * T, ca = ctop[i];
             vd se = zero;
+            for (int t = 0; t < T; t++) se = se + si[t];
+            vd rse = one / se, sse = zero;
             for (int t = 0; t < T; t++) {
-                si[t] = vexp(si[t] - lt);
-                se = se + si[t];
-            }
-            vd sse = zero;
-            for (int t = 0; t < T; t++) {
-                si[t] = si[t] / se; /* s_it */
+                si[t] = si[t] * rse; /* s_it */
                 sse = vfma(si[t], ci[t] - ca, sse);
             }
             vd f = ca + sse, mg = -Y[i] * f;
-            vd lo = vsel(mg < zero, mg, zero), hi = vsel(mg > zero, mg, zero);
-            vd e = vexp(lo - hi);
             mi[i] = mg;
-            em[i] = e;
             probe = vfma(mg, zero, probe);
-            if (last) continue;
+            top[i] = sse;
+        }
+        for (int i = 0; i < n; i++) {
+            vd mg = mi[i], lo = vsel(mg < zero, mg, zero), hi = vsel(mg > zero, mg, zero);
+            em[i] = vexp(lo - hi);
+        }
+        for (int i = 0; !last && i < n; i++) {
+            const vd *ci = c + i * T, *si = ls + i * T;
+            vd *qi = q + i * T, mg = mi[i], e = em[i], ca = ctop[i], sse = top[i];
             /* exp(lo) is e itself when m < 0 (hi = 0) and 1 otherwise (lo = 0) */
             vd g = gy[i] * (vsel(mg < zero, e, one) / (e + one));
             for (int t = 0; t < T; t++) qi[t] = ((ci[t] - ca) - sse) * (si[t] * g);
@@ -316,7 +327,7 @@ static void train_block(int n, int T, int d, int m, const vd *X, const vd *Y, co
 /* vd words of train_block's scratch space */
 static size_t block_work(int n, int T, int d, int m) {
     size_t mm = m > 0 ? m : 1;
-    return (size_t)2 * d * d + 2 * d * mm + 3 * (size_t)n * T + 2 * (size_t)n * d + 3 * n;
+    return (size_t)2 * d * d + 2 * d * mm + 3 * (size_t)n * T + 2 * (size_t)n * d + 5 * n;
 }
 
 /* S seeds: X (S,n,T,d), Y (S,n), Z (S,n,d), v (S,d); theta (S, d, d) for W (m = 0) or
