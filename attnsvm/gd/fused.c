@@ -134,12 +134,18 @@ static void normalized_update(vd *theta, vd *g, int len, double lr, double eps, 
     mx = vimax(mx, lo);
     for (int l = 0; l < LANES; l++) expo[l] = INT64_C(0x7ff0000000000000);
     vd inv = splat(1.0) / (vd)(mx & expo);
-    vd ss = splat(0.0);
-    for (int j = 0; j < len; j++) {
+    vd ss[4] = {splat(0.0), splat(0.0), splat(0.0), splat(0.0)};
+    int j = 0;
+    for (; j + 4 <= len; j += 4) /* four partial sums of squares, j = u mod 4 */
+        for (int u = 0; u < 4; u++) {
+            g[j + u] = g[j + u] * inv;
+            ss[u] = vfma(g[j + u], g[j + u], ss[u]);
+        }
+    for (; j < len; j++) {
         g[j] = g[j] * inv;
-        ss = vfma(g[j], g[j], ss);
+        ss[j & 3] = vfma(g[j], g[j], ss[j & 3]);
     }
-    vd den = vsqrt(ss) + inv * splat(eps);
+    vd den = vsqrt((ss[0] + ss[1]) + (ss[2] + ss[3])) + inv * splat(eps);
     vd mscale = -((splat(1.0) / den) * splat(lr));
     for (int j = 0; j < len; j++) theta[j] = vfma(g[j], mscale, theta[j]);
 }
