@@ -15,7 +15,7 @@ into a cache directory (``$ATTNSVM_CACHE``, else ``~/.cache/attnsvm``), one buil
 instruction-set level (:data:`LEVELS`: AVX-512, AVX2 + FMA, or generic C; chosen from the
 CPU's flags by :func:`level`), named by the level and a hash of the source and the flags, so a
 cache shared by different nodes never hands a node instructions it lacks. It is loaded with
-ctypes (no torch headers, a build takes about a second). Every level gives the same bits.
+ctypes (no torch headers; a build takes a few seconds). Every level gives the same bits.
 Where no compiler works, :func:`library` is None and training takes the torch loop: the numbers
 then differ in the last bits (other rounding order), never in what is computed.
 
@@ -92,7 +92,8 @@ def cpu_flags() -> set[str]:
 def level(flags: set[str] | None = None) -> str:
     """The build a CPU with these feature flags (default: this one's) runs, the first of
     :data:`LEVELS` it has every flag of; ``ATTNSVM_FUSED_LEVEL`` names another it can run
-    (for tests and comparisons)."""
+    (for tests and comparisons). Every level gives the same bits (docs/science.md §3, "Fused
+    step")."""
     flags = cpu_flags() if flags is None else flags
     usable = [name for name, _, needs in LEVELS if all(f in flags for f in needs)]
     forced = os.environ.get("ATTNSVM_FUSED_LEVEL")
@@ -145,7 +146,8 @@ def library() -> ctypes.CDLL | None:
 
 
 def exp(x: np.ndarray) -> np.ndarray:
-    """The fused loop's own exp (``vexp`` in fused.c) of a float64 array, for tests."""
+    """The fused loop's own exp (``vexp`` in fused.c; docs/science.md §3, "Fused step") of a
+    float64 array, for tests."""
     lib = library()
     if lib is None:
         raise RuntimeError(f"the fused loop is unavailable: {'; '.join(UNAVAILABLE)}")
