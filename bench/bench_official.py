@@ -21,7 +21,8 @@ Sections (``--sections``, comma-separated; default all):
 
 * e2: local_converge.ipynb (n=6, T=8, d=10, W and KQ, 2000 steps, both SVMs per run) on
   ``--e2-seeds`` seeds, scaled to 100, vs attnsvm's E2 of config/paper.yaml (100 seeds x
-  {W, KQ}) through :func:`attnsvm.tasks.run_cells`.
+  {W, KQ}) through :func:`attnsvm.tasks.run_cells`, once with the default torch training
+  loop and once with the fused loop (``ATTNSVM_FUSED=1``) where it builds.
 * e3: svm_rank.ipynb's loop (``W_svm_solver`` for both norms, ``matrix_rank(tol=1e-7)``) at
   every (n, T, d) of attnsvm's E3 grid (72 points; the notebook's own grid has 40 of them) on
   ``--e3-seeds`` seeds per point, scaled to 100, vs attnsvm's whole E3 (7200 cells).
@@ -60,6 +61,7 @@ import yaml  # noqa: E402
 from tables import Table  # noqa: E402  (bench/tables.py: BENCHMARKS.md's tables)
 
 from attnsvm.config.grid import planned_experiment  # noqa: E402
+from attnsvm.gd import fused  # noqa: E402
 from attnsvm.svm import solve_nuclear  # noqa: E402
 from attnsvm.svm.constraints import att_svm_constraints  # noqa: E402
 
@@ -132,13 +134,31 @@ def official_local_converge(clone: Path, seeds: int, d: int | None = None) -> fl
 
 
 def section_e2(args, official: dict) -> None:
+    """E2 with attnsvm's default torch training loop, and again with the fused loop
+    (``ATTNSVM_FUSED=1``, attnsvm/gd/fused.py; built before the timing, once per machine)."""
     per_seed = official_local_converge(args.official, args.e2_seeds)
     official["e2"] = 100 * per_seed
     cells = paper_cells("e2_local")
-    ours = attnsvm_cpu(cells)
-    row("e2", "E2 (100 seeds x {W, KQ}, training and both SVMs)", ours, official["e2"],
-        f"official: {args.e2_seeds} seeds timed, {per_seed:.2f} s per seed, x100; "
-        f"attnsvm: all {len(cells)} cells")  # fmt: skip
+    note = (f"official: {args.e2_seeds} seeds timed, {per_seed:.2f} s per seed, x100; "
+            f"attnsvm: all {len(cells)} cells")  # fmt: skip
+    before = os.environ.get("ATTNSVM_FUSED")
+    try:
+        os.environ["ATTNSVM_FUSED"] = "0"
+        ours = attnsvm_cpu(cells)
+        row("e2", "E2 (100 seeds x {W, KQ}, training and both SVMs)", ours, official["e2"],
+            f"{note}, torch training loop (the default)")  # fmt: skip
+        if fused.library() is None:
+            print(f"  fused loop unavailable: {'; '.join(fused.UNAVAILABLE)}", flush=True)
+            return
+        os.environ["ATTNSVM_FUSED"] = "1"
+        ours = attnsvm_cpu(cells)
+        row("e2", "E2 as above, fused training loop (ATTNSVM_FUSED=1)", ours, official["e2"],
+            f"{note}, the fused loop's {fused.level()} build (docs/science.md §3)")  # fmt: skip
+    finally:
+        if before is None:
+            os.environ.pop("ATTNSVM_FUSED", None)
+        else:
+            os.environ["ATTNSVM_FUSED"] = before
 
 
 def official_e3(clone: Path, cells, seeds: int) -> tuple[float, int]:

@@ -93,3 +93,80 @@ def test_fused_loop_is_opt_in(monkeypatch):
     assert not fused.enabled()
     monkeypatch.setenv("ATTNSVM_FUSED", "1")
     assert fused.enabled()
+
+
+@needs_library
+@pytest.mark.parametrize("param", ["W", "KQ"])
+def test_a_seed_has_the_same_bits_alone_and_in_a_batch(monkeypatch, param):
+    """Seeds are vector lanes (eight per vector): a seed's numbers must not depend on its lane,
+    its batch or the padding of the last vector."""
+    monkeypatch.setenv("ATTNSVM_FUSED", "1")
+    cells = [Cell(seed=s, iterations=300, param=param, **E2) for s in range(100)]
+    whole = train_cells(cells, device="cpu")
+    for pick in ([0], [37], [99], [5, 3, 64], list(range(91, 100))):
+        part = train_cells([cells[s] for s in pick], device="cpu")
+        assert np.array_equal(part.W, whole.W[pick])
+        assert np.array_equal(part.softmax, whole.softmax[pick])
+        assert np.array_equal(part.loss, whole.loss[pick])
+
+
+@needs_library
+def test_every_instruction_set_level_gives_the_same_bits(monkeypatch, tmp_path):
+    """The builds for AVX-512, AVX2 + FMA and generic C (those this CPU can run) agree bit for
+    bit: every multiply-add is an explicit fma(), nothing else is contracted."""
+    monkeypatch.setenv("ATTNSVM_FUSED", "1")
+    monkeypatch.setenv("ATTNSVM_CACHE", str(tmp_path))
+    cells = [Cell(seed=s, iterations=200, param=p, **E2) for p in ("W", "KQ") for s in range(9)]
+    flags = fused.cpu_flags()
+    levels = [name for name, _, needs in fused.LEVELS if all(f in flags for f in needs)]
+    results = {}
+    try:
+        for name in levels:
+            monkeypatch.setenv("ATTNSVM_FUSED_LEVEL", name)
+            fused.library.cache_clear()
+            assert fused.library() is not None
+            results[name] = [train_cells(cells[i : i + 9], device="cpu") for i in (0, 9)]
+    finally:
+        fused.library.cache_clear()
+    assert len(list(tmp_path.glob("fused-*.so"))) == len(levels)
+    first = results[levels[0]]
+    for name in levels[1:]:
+        for a, b in zip(first, results[name], strict=True):
+            assert np.array_equal(a.W, b.W) and np.array_equal(a.loss, b.loss), name
+
+
+def test_level_is_chosen_from_the_cpu_flags(monkeypatch):
+    monkeypatch.delenv("ATTNSVM_FUSED_LEVEL", raising=False)
+    v3 = {"avx", "avx2", "fma", "bmi1", "bmi2", "f16c", "movbe", "abm", "xsave"}
+    v4 = v3 | {"avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512cd"}
+    assert fused.level(v4) == "x86-64-v4"
+    assert fused.level(v3) == "x86-64-v3"
+    assert fused.level(v3 - {"fma"}) == "generic"
+    assert fused.level(set()) == "generic"
+    monkeypatch.setenv("ATTNSVM_FUSED_LEVEL", "generic")
+    assert fused.level(v4) == "generic"
+    monkeypatch.setenv("ATTNSVM_FUSED_LEVEL", "x86-64-v4")  # a level the CPU cannot run
+    with pytest.raises(ValueError, match="ATTNSVM_FUSED_LEVEL"):
+        fused.level(v3)
+
+
+@needs_library
+def test_the_fused_exp_is_within_an_ulp_of_libm_in_every_lane():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([
+        rng.uniform(-40, 0, 20000), rng.uniform(-745, 709, 20000), -rng.exponential(1e-3, 2000),
+        [0.0, -0.0, -1e-300, -708.4, -709.1, -744.4, -745.2, -800.0, 709.7, 709.79, 710.0],
+    ])  # fmt: skip
+    with np.errstate(over="ignore"):
+        got, want = fused.exp(x), np.exp(x)
+    finite = np.isfinite(want) & (want > 0)
+    ulp = np.spacing(want[finite])
+    assert (np.abs(got[finite] - want[finite]) <= ulp).all()
+    assert np.array_equal(got[~finite], want[~finite])
+    assert fused.exp(np.array([0.0]))[0] == 1.0
+    special = fused.exp(np.array([np.nan, -np.inf, np.inf, -1e308, 1e308]))
+    assert np.isnan(special[0]) and special[1] == 0.0 and special[2] == np.inf
+    assert special[3] == 0.0 and special[4] == np.inf
+    # the same input gives the same bits whichever of the eight lanes it lands in
+    for shift in range(1, 8):
+        assert np.array_equal(fused.exp(np.concatenate([np.zeros(shift), x]))[shift:], got)

@@ -5,11 +5,17 @@ At the paper's sizes a step of :class:`attnsvm.gd.model.Objective` is some 45-60
 operations on a few kflop per seed, so it costs per-operation overhead, not arithmetic. For the
 common case (linear head, normalized GD, W or K Q^T, float64 on the CPU, every token attended,
 the stable form) the loop of :func:`attnsvm.gd.train.train_batch` runs instead in
-``fused.c``: the same formulas evaluated seed by seed in plain C, all steps in one call.
+``fused.c``: the same formulas in C, all steps in one call, vectorized across seeds (eight
+seeds per vector, the seed innermost in memory, so every scalar operation of a seed is one
+vector operation over eight; a seed's bits do not depend on its batch or on the vector
+instructions used).
 
 The library is built once per machine with its C compiler (``$CC``, else ``cc`` or ``gcc``)
-into a cache directory (``$ATTNSVM_CACHE``, else ``~/.cache/attnsvm``), named by a hash of the
-source and the flags, and loaded with ctypes (no torch headers, a build takes about a second).
+into a cache directory (``$ATTNSVM_CACHE``, else ``~/.cache/attnsvm``), one build per
+instruction-set level (:data:`LEVELS`: AVX-512, AVX2 + FMA, or generic C; chosen from the
+CPU's flags by :func:`level`), named by the level and a hash of the source and the flags, so a
+cache shared by different nodes never hands a node instructions it lacks. It is loaded with
+ctypes (no torch headers; a build takes a few seconds). Every level gives the same bits.
 Where no compiler works, :func:`library` is None and training takes the torch loop: the numbers
 then differ in the last bits (other rounding order), never in what is computed.
 
@@ -36,8 +42,20 @@ import torch
 from torch import Tensor
 
 SOURCE = Path(__file__).with_name("fused.c")
-#: IEEE arithmetic in program order: no fast-math, no contraction into fused multiply-adds
-FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math")
+#: IEEE arithmetic in program order: no fast-math, no contraction beyond the source's explicit
+#: fma() calls (errno is never read: sqrt stays one instruction)
+FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math",
+         "-fno-math-errno", "-Wno-psabi")  # fmt: skip
+#: (name, extra flags, CPU flags it needs) of the builds, best first: an x86-64 CPU takes the
+#: first whose flags /proc/cpuinfo lists; every other machine the generic build
+LEVELS = (
+    ("x86-64-v4", ("-march=x86-64-v4", "-mtune=generic"),
+     ("avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512cd", "avx2", "fma", "bmi1", "bmi2",
+      "f16c", "movbe", "abm", "xsave")),
+    ("x86-64-v3", ("-march=x86-64-v3", "-mtune=generic"),
+     ("avx2", "fma", "bmi1", "bmi2", "f16c", "movbe", "abm", "xsave", "avx")),
+    ("generic", (), ()),
+)  # fmt: skip
 #: why the library is missing, once :func:`library` has failed (for messages and benches)
 UNAVAILABLE: list[str] = []
 
@@ -59,9 +77,38 @@ def _cache_dir() -> Path:
     return Path(root)
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.partition(":")[2].split())
+    return set()
+
+
+def level(flags: set[str] | None = None) -> str:
+    """The build a CPU with these feature flags (default: this one's) runs, the first of
+    :data:`LEVELS` it has every flag of; ``ATTNSVM_FUSED_LEVEL`` names another it can run
+    (for tests and comparisons). Every level gives the same bits (docs/science.md §3, "Fused
+    step")."""
+    flags = cpu_flags() if flags is None else flags
+    usable = [name for name, _, needs in LEVELS if all(f in flags for f in needs)]
+    forced = os.environ.get("ATTNSVM_FUSED_LEVEL")
+    if forced:
+        if forced not in usable:  # never run an instruction the CPU lacks
+            names = [name for name, _, _ in LEVELS]
+            raise ValueError(f"ATTNSVM_FUSED_LEVEL={forced!r}: this CPU runs {usable} of {names}")
+        return forced
+    return usable[0]
+
+
 @functools.cache
 def library() -> ctypes.CDLL | None:
-    """The compiled fused loop, built on first use (module docstring), or None."""
+    """The compiled fused loop for this CPU's :func:`level`, built on first use (module
+    docstring), or None."""
     cc = _compiler()
     if cc is None:
         UNAVAILABLE.append("no C compiler ($CC, cc or gcc) on PATH")
@@ -69,14 +116,16 @@ def library() -> ctypes.CDLL | None:
     if not SOURCE.is_file():
         UNAVAILABLE.append(f"{SOURCE} is missing from the installed package")
         return None
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join((cc, *FLAGS)).encode()).hexdigest()
-    path = _cache_dir() / f"fused-{key[:16]}.so"
+    name = level()
+    flags = (*FLAGS, *dict((n, f) for n, f, _ in LEVELS)[name])
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join((cc, *flags)).encode()).hexdigest()
+    path = _cache_dir() / f"fused-{name}-{key[:16]}.so"
     try:
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
                 out = Path(tmp) / path.name
-                cmd = [cc, *FLAGS, str(SOURCE), "-o", str(out), "-lm"]
+                cmd = [cc, *flags, str(SOURCE), "-o", str(out), "-lm"]
                 subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
                 os.replace(out, path)  # atomic: concurrent jobs see a whole library or none
         lib = ctypes.CDLL(str(path))
@@ -89,7 +138,23 @@ def library() -> ctypes.CDLL | None:
     ptr = ctypes.c_void_p
     fn.argtypes = [i32] * 5 + [ptr] * 5 + [dbl] * 4 + [i32, ptr, i32, ptr, ptr, ptr, ptr]
     fn.restype = i32
+    lib.attnsvm_exp.argtypes = [i32, ptr, ptr]
+    lib.attnsvm_exp.restype = None
+    lib.attnsvm_isa.argtypes = []
+    lib.attnsvm_isa.restype = i32
     return lib
+
+
+def exp(x: np.ndarray) -> np.ndarray:
+    """The fused loop's own exp (``vexp`` in fused.c; docs/science.md §3, "Fused step") of a
+    float64 array, for tests."""
+    lib = library()
+    if lib is None:
+        raise RuntimeError(f"the fused loop is unavailable: {'; '.join(UNAVAILABLE)}")
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    out = np.empty_like(x)
+    lib.attnsvm_exp(x.size, _ptr(x), _ptr(out))
+    return out
 
 
 def applies(settings: Any, device: torch.device, gradient: str, options: dict) -> bool:
