@@ -46,6 +46,7 @@ from attnsvm.gd.data import make_dataset, optimal_tokens  # noqa: E402
 from attnsvm.gd.train import train_cells  # noqa: E402
 from attnsvm.svm import solve_frobenius, solve_nuclear  # noqa: E402
 from attnsvm.svm.constraints import Constraints, att_svm_constraints  # noqa: E402
+from attnsvm.svm.norms import solve_norm_svm  # noqa: E402
 
 AXES = ("n", "T", "d")
 Shape = tuple[int, int, int]
@@ -89,6 +90,11 @@ RANGES = {
                 (256, 32, 64),
                 {"n": [64, 128, 256], "T": [8, 16, 32], "d": [16, 32, 64]},
             ),
+            **{
+                f"{norm} norm": ((64, 32, 16), {"n": [16, 64, 128], "T": [8, 16, 32],
+                                                "d": [8, 16, 24]})
+                for norm in ("max", "l3", "spec")
+            },
             "train W": ((64, 16, 32), _AT_SIZE),
             "train KQ": ((64, 16, 32), _AT_SIZE),
             "train W at size": ((256, 32, 64), {"n": [64, 256], "T": [8, 32], "d": [16, 64]}),
@@ -108,6 +114,10 @@ QUICK = {
     "Frobenius": ((64, 16, 16), {"n": [32, 64], "T": [8, 16], "d": [8, 16]}),
     "nuclear": ((8, 4, 8), {"n": [4, 8], "T": [4, 8], "d": [4, 8]}),
 }
+
+
+#: the solver of each SVM part (the ``<norm> norm`` parts: :func:`solve_norm_svm`)
+_SOLVE = {"Frobenius": solve_frobenius, "nuclear": solve_nuclear, "nuclear at size": solve_nuclear}
 
 
 def svm_rows(n: int, T: int, d: int, seed: int, selection: str) -> Constraints:
@@ -175,7 +185,7 @@ def measure(part: str, shape: Shape, rng: Range, seeds: int) -> dict:
         def work() -> dict:
             cons = svm_rows(n, T, d, seed, rng.selection)
             t0 = time.process_time()
-            res = (solve_frobenius if part == "Frobenius" else solve_nuclear)(cons)
+            res = _SOLVE[part](cons) if part in _SOLVE else solve_norm_svm(cons, part.split()[0])
             return {"solve": time.process_time() - t0, "solved": bool(res.solved)}
 
         return work
@@ -246,6 +256,7 @@ def warm_up() -> None:
         cons = svm_rows(*TINY, seed, "planted")
         solve_frobenius(cons)
         solve_nuclear(cons)
+        solve_norm_svm(cons, "l3")
 
 
 def run_range(name: str, rng: Range, args) -> None:
@@ -329,8 +340,9 @@ def run_range(name: str, rng: Range, args) -> None:
         table.note(
             "Above 1,000 rows the Frobenius SVM takes its working-set route and the nuclear "
             'SVM the working set around the primal-dual method (docs/science.md §4, "The SVMs '
-            'at size"; its time includes the Frobenius answer it starts from); the targets are '
-            "issue 28's, on one core."
+            'at size"; its time includes the Frobenius answer it starts from), the norm SVMs '
+            '(max entry, l_3, spectral; cvxpy / Clarabel) a working set of rows (§10, "At '
+            "size\"); the targets are issue 28's, on one core."
         )
     table.write(Path(args.trial_dir) if args.quick else None)
 
