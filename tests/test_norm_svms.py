@@ -177,6 +177,13 @@ def test_working_set_hands_over_to_the_full_system_when_it_would_grow_too_large(
     monkeypatch.setattr(norms, "WS_MAX_ROWS", 13)
     res = solve_norm_svm(cons, "l3")
     assert res.status == "optimal" and res.solver == "cvxpy-clarabel-l3", res.message
+    # an answer of the working set that does not certify (no multipliers: no lower bound)
+    # is not stored: the full system answers
+    monkeypatch.setattr(norms, "WS_MAX_ROWS", 6000)
+    monkeypatch.setattr(norms, "_solve_working_set", lambda c, p: ("optimal", res.W * 1.5, None))
+    again = solve_norm_svm(cons, "l3")
+    assert again.status == "optimal" and again.solver == "cvxpy-clarabel-l3", again.message
+    assert again.objective == pytest.approx(res.objective, rel=1e-12)
     bad = type(cons)(
         left=np.concatenate([cons.left, -cons.left[:1]]),
         right=np.concatenate([cons.right, cons.right[:1]]),

@@ -157,7 +157,8 @@ def _solve_working_set(
     for all rows, and its multipliers padded with zeros are dual feasible for all rows: the
     caller's certificate (every row, weak-duality gap) is today's, unchanged. ``None`` (the
     caller solves the full system) when the Frobenius answer or a round fails, the set would
-    pass ``WS_MAX_ROWS`` or ``WS_MAX_ROUNDS`` pass."""
+    pass ``WS_MAX_ROWS`` or ``WS_MAX_ROUNDS`` pass (and the caller also hands over when the
+    answer does not certify)."""
     fro = solve_frobenius(cons)
     if not fro.solved:
         return None  # infeasible or unsolved: the full system decides and certifies
@@ -187,19 +188,25 @@ def solve_norm_svm(cons: Constraints, norm: str) -> SVMResult:
     """``min ||W||_norm`` over the Att-SVM rows ``cons`` (docs/science.md §10), certified.
 
     Inequality-only systems of more than ``WS_ROWS`` rows are first solved on a working set
-    (:func:`_solve_working_set`, solver name ending ``-ws``), else on all rows. Returns an
+    (:func:`_solve_working_set`, solver name ending ``-ws``); an answer it does not certify
+    (or none) hands over to the solve on all rows. Returns an
     :class:`attnsvm.svm.frobenius.SVMResult` whose ``objective`` is the norm of W; ``optimal``
     only with every row within ``VERIFY_TOL`` and a certified gap <= ``GAP_TOL``.
     """
     p = _check(norm)
     t0 = time.perf_counter()
     solver = f"cvxpy-clarabel-{norm}"
-    try:
-        found = None
-        if cons.n_rows > WS_ROWS and not cons.equality.any():
+    if cons.n_rows > WS_ROWS and not cons.equality.any():
+        try:
             found = _solve_working_set(cons, p)
-            solver += "-ws" if found is not None else ""
-        status, W, lam = found if found is not None else _solve_cvxpy(cons, p)
+        except Exception:  # noqa: BLE001 - the full system below decides
+            found = None
+        if found is not None and found[1] is not None:
+            res = _certified(cons, norm, *found, solver + "-ws", t0)
+            if res.status == "optimal":
+                return res
+    try:
+        status, W, lam = _solve_cvxpy(cons, p)
     except Exception as exc:  # noqa: BLE001 - a solver failure is a status, not a crash
         return SVMResult(None, "solver_error", np.nan, solver, time.perf_counter() - t0, repr(exc))
     if W is None:
@@ -209,6 +216,14 @@ def solve_norm_svm(cons: Constraints, norm: str) -> SVMResult:
         y, note = certify_infeasible(cons)
         kind = "infeasible" if y is not None else "infeasible_uncertified"
         return SVMResult(None, kind, np.nan, solver, time.perf_counter() - t0, f"{status}; {note}")
+    return _certified(cons, norm, status, W, lam, solver, t0)
+
+
+def _certified(
+    cons: Constraints, norm: str, status: str, W: np.ndarray, lam, solver: str, t0: float
+) -> SVMResult:
+    """The answer ``W`` scaled onto the feasible set, every row checked, and the certified
+    relative gap of the multipliers ``lam``: ``optimal`` or ``optimal_inaccurate``."""
     W = scale_onto(cons, W)
     obj, viol = matrix_norm(W, norm), violation(cons, W)
     lb = lower_bound(cons, lam, norm)
