@@ -289,11 +289,12 @@ class _Direct:
                 return False
         return True
 
-    def gap(self, W: np.ndarray, lam: np.ndarray) -> float:
-        """Relative gap of ``||W||_*`` to the weak-duality bound of the multipliers lam."""
+    def gap(self, W: np.ndarray, lam: np.ndarray, upper: float | None = None) -> float:
+        """Relative gap of ``||W||_*`` (``upper`` when known) to the weak-duality bound of
+        the multipliers lam."""
         if lam is None or not np.all(np.isfinite(lam)):
             return float("inf")
-        return certified_gap(self.cons.left, self.cons.right, self.cons.rhs, W, lam)
+        return certified_gap(self.cons.left, self.cons.right, self.cons.rhs, W, lam, upper)
 
 
 def _unique_rows(right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -458,7 +459,8 @@ def _try_direct(cons: Constraints, t0: float, frobenius: SVMResult | None) -> SV
             continue
         W = _rescale(cons, W)
         viol = violation(cons, W)
-        gap = prob.gap(W, lam)
+        objective = nuclear_norm(W)
+        gap = prob.gap(W, lam, objective)
         ok = viol <= VERIFY_TOL and gap <= GAP_TOL  # a certified gap always (issue 12)
         if not ok:
             messages.append(f"direct {solver} {status}: violation {viol:.1e}, gap {gap:.1e}")
@@ -466,7 +468,7 @@ def _try_direct(cons: Constraints, t0: float, frobenius: SVMResult | None) -> SV
         messages.append(f"{solver} status {status}, certified gap {gap:.1e}")
         messages.append(f"reduced size {prob.shape}, Y = M R: {prob.substituted}")
         return SVMResult(
-            W, "optimal", nuclear_norm(W), f"direct-{solver}", time.perf_counter() - t0,
+            W, "optimal", objective, f"direct-{solver}", time.perf_counter() - t0,
             "; ".join(messages),
         )  # fmt: skip
     return None
