@@ -71,7 +71,10 @@ def evaluate_store(
 ) -> list[dict]:
     """The ledger entries of ``claims`` (models) on the sweep store at ``sweep_path``
     (verified first: :class:`~attnsvm.sweep.integrity.StoreError` names a damaged store)."""
-    return evaluate_claims(load_verified(sweep_path), claims, experiment) if claims else []
+    if not claims:
+        return []
+    # read only the variables the claims name (verified first, every file hashed)
+    return evaluate_claims(load_verified(sweep_path, lazy=True), claims, experiment)
 
 
 def write_ledger(

@@ -92,9 +92,12 @@ def _phi_parts(A, B, c, lam, t, I_q) -> tuple[float, tuple | None]:
     return phi, (G, L)
 
 
-def certified_gap(A, B, c, M, lam) -> float:
-    """Relative gap ``(||M||_* - c^T lam / ||G(lam)||_2) / ||M||_*`` (weak duality)."""
-    upper = float(np.linalg.svd(M, compute_uv=False).sum())
+def certified_gap(A, B, c, M, lam, upper: float | None = None) -> float:
+    """Relative gap ``(||M||_* - c^T lam / ||G(lam)||_2) / ||M||_*`` (weak duality).
+
+    ``upper``: ``||M||_*`` when the caller has it (the same sum of singular values)."""
+    if upper is None:
+        upper = float(np.linalg.svd(M, compute_uv=False).sum())
     if upper <= 0:
         return float("inf")
     return (upper - _dual_bound(A, B, c, lam)) / upper

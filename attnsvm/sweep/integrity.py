@@ -216,15 +216,24 @@ def open_store(path: str | os.PathLike):
         return xr.open_zarr(path, consolidated=False)
 
 
-def load_verified(path: str | os.PathLike):
+def load_verified(path: str | os.PathLike, lazy: bool = False):
     """A store read into memory after its manifest verified, every chunk checksum checked.
 
+    ``lazy``: the verified store opened without reading its arrays; each variable is read
+    (and kept in memory) when first used. Every file was already hashed against the manifest
+    (SHA-256), so a consumer that uses a few variables (the summary, the claims) reads only
+    those: most of a sweep's bytes are data tokens and SVM matrices that neither reads (most
+    of the time of E3's summary and claims jobs went to decompressing them). The values are
+    the same bytes either way.
+
     Raises :class:`StoreError` naming the store on any failure (a file missing or changed,
-    a chunk whose CRC-32C does not match, metadata zarr cannot read).
+    a chunk whose CRC-32C does not match, metadata zarr cannot read; with ``lazy``, a chunk's
+    CRC-32C is checked when its variable is read).
     """
     verify_store(path)
     try:
-        return open_store(path).load()
+        ds = open_store(path)
+        return ds if lazy else ds.load()
     except Exception as err:
         raise StoreError(path, f"cannot be read: {type(err).__name__}: {err}") from err
 

@@ -147,7 +147,7 @@ def write_summary(sweep_path: str | os.PathLike, out: str | os.PathLike) -> Path
     clean_stale_partials(out)  # of a killed earlier attempt
     record_of(out).unlink(missing_ok=True)  # a summary without its record is incomplete
     digest = sweep_digest(sweep_path)
-    sweep = load_verified(sweep_path)
+    sweep = load_verified(sweep_path, lazy=True)  # reads only what the statistics use
     ds = summarize(sweep)
     ds.attrs[CHECKSUM_ATTR] = data_checksum(ds)
     with atomic_path(out) as tmp:

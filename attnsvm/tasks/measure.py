@@ -217,14 +217,19 @@ def _solve_and_measure(res: CellResult, trained: bool, cache: SolveCache | None 
 
     sc = res.scalars
     sc["alpha_is_opt"] = float(alpha_is_opt)
+    measured: dict[int, tuple] = {}  # one answer under two keys (opt = alpha): measured once
     for key, r in res.svms.items():
-        # an answer without a certificate (optimal_inaccurate, solver_error) is not solved:
-        # no rank, no objective, and feasible_* NaN (neither feasible nor infeasible; issue 12)
-        W = r.W if r.solved else None
-        sc[f"rank_{key}"] = M.rank(W, cell.rank_tol)
-        sc[f"erank_{key}"] = M.effective_rank(W)
-        sc[f"objective_{key}"] = r.objective if r.solved else np.nan
-        sc[f"feasible_{key}"] = feasible_flag(r)
+        if id(r) not in measured:
+            # an answer without a certificate (optimal_inaccurate, solver_error) is not solved:
+            # no rank, no objective, and feasible_* NaN (neither feasible nor infeasible; issue 12)
+            W = r.W if r.solved else None
+            measured[id(r)] = (
+                M.rank(W, cell.rank_tol), M.effective_rank(W),
+                r.objective if r.solved else np.nan, feasible_flag(r),
+            )  # fmt: skip
+        vals = measured[id(r)]
+        for prefix, v in zip(("rank", "erank", "objective", "feasible"), vals, strict=True):
+            sc[f"{prefix}_{key}"] = v
     fro = res.svms["fro_alpha"]
     sc["svm_margin"] = 1.0 / fro.objective if fro.solved else np.nan
     if fro.solved:
