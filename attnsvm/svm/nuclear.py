@@ -36,7 +36,13 @@ size up to ``WS_MAX_SIZE``, every rhs > 0) the primal-dual method runs on a work
 rows (:mod:`attnsvm.svm.nuclear_ws`, issue 28, warm-started from the Frobenius answer): its
 multipliers padded with zeros certify the gap over all rows, checked as above; it is the
 only route this change adds, so systems of at most ``PD_MAX_ROWS`` rows keep theirs.
-``SVMResult.solver`` names the route that produced the answer.
+An answer of the barrier, primal-dual or working-set route that misses the certificate
+first goes through the Newton refinement of its optimality conditions
+(:mod:`attnsvm.svm.nuclear_kkt`; issue 28: the photo tokens at n = 32, 64, whose
+near-duplicate patches stall the interior-point methods above ``GAP_TOL``), certified the
+same way (solver ``direct-<route>+kkt``); only then do Clarabel / SCS run. Answers the routes
+certify by themselves never reach it. ``SVMResult.solver`` names the route that produced the
+answer.
 """
 
 from __future__ import annotations
