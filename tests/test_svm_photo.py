@@ -122,3 +122,20 @@ def test_huge_frobenius_answer_is_not_taken_for_infeasible():
     assert ref.status == "optimal" and ref.solver == "clarabel-primal"
     assert res.objective == pytest.approx(ref.objective, rel=1e-8)
     assert res.objective > 1e4
+
+
+def test_an_uncertified_refinement_hands_over_to_the_conic_route(monkeypatch):
+    """A refined pair that misses the certificate is not accepted: Clarabel answers."""
+    cons = photo_rows(*STALLED[1])
+    real = svm_nuclear.refine_kkt
+
+    def off(*args, **kwargs):
+        res = real(*args, **kwargs)
+        res.M = 1.01 * res.M  # feasible, but 1% above the optimum: gap ~1e-2
+        return res
+
+    monkeypatch.setattr(svm_nuclear, "refine_kkt", off)
+    monkeypatch.setattr(svm_nuclear, "CLARABEL_MAX_SIZE", 10**9)  # Clarabel before SCS
+    out = solve_nuclear(cons)
+    assert out.solver == "direct-clarabel" and out.status == "optimal", out.message
+    assert "direct primal-dual+kkt refined: violation" in out.message
