@@ -43,9 +43,10 @@ KKT_TIGHT = 1e-4
 #: multipliers at least this fraction of the largest count as active rows
 KKT_ACTIVE = 1e-6
 #: Gauss-Newton steps at most, over all candidate faces and rounds (quadratic convergence
-#: takes 3-11 from an interior-point iterate on the photo tokens); one step is a least-squares
+#: takes 3-14 from an interior-point iterate on the photo tokens); one step is a least-squares
 #: solve with at most KKT_MAX_VARS unknowns (1.7 s at 2,000 on one core at load 3.4), so
-#: this bounds the time (~70 s in the worst case; 3-11 steps of < 500 unknowns in practice)
+#: this bounds the time (~70 s in the worst case; on the photo tokens 3-14 steps of at most
+#: about 500 unknowns)
 KKT_MAX_ITER = 40
 #: residual ``||F||_inf / (1 + ||c||_inf + ||P||_max^2)`` at which the iteration stops
 KKT_TOL = 1e-15
