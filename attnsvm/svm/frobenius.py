@@ -436,9 +436,18 @@ def _route_least_distance(cons: Constraints) -> list[Candidate]:
     interior-point QP on the N x N Gram matrix takes tens of milliseconds."""
     red = reduce(cons)
     lam, bound, u = _least_distance(red.A, cons.rhs)
+    if lam is None and bound >= LDP_INFEASIBLE_NORM:
+        raise _Infeasible("ldp-dual", f"least distance: feasible norm >= {bound:.1e}", u)
+    if lam is None and 0 < bound < np.inf:
+        # NNLS reads h^T u ~ 1 - 1 / (1 + ||m||^2) as a Farkas vector once ||m|| >~ 3e4 (the
+        # photo tokens at n = 32: ||W_mm|| of 7e4..1e6; issue 28): the same problem with h
+        # scaled by 1 / bound (a lower bound on ||m||) has ||m|| >= 1 and the same multipliers
+        # times 1 / bound
+        lam, _, _ = _least_distance(red.A, cons.rhs / bound)
+        if lam is None:
+            return []
+        return [(_lift_dual(cons, lam * bound), lam * bound, "scipy nnls, least distance rescaled")]
     if lam is None:
-        if bound >= LDP_INFEASIBLE_NORM:
-            raise _Infeasible("ldp-dual", f"least distance: feasible norm >= {bound:.1e}", u)
         return []
     return [(_lift_dual(cons, lam), lam, "scipy nnls, least distance")]
 

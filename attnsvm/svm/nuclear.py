@@ -36,7 +36,13 @@ size up to ``WS_MAX_SIZE``, every rhs > 0) the primal-dual method runs on a work
 rows (:mod:`attnsvm.svm.nuclear_ws`, issue 28, warm-started from the Frobenius answer): its
 multipliers padded with zeros certify the gap over all rows, checked as above; it is the
 only route this change adds, so systems of at most ``PD_MAX_ROWS`` rows keep theirs.
-``SVMResult.solver`` names the route that produced the answer.
+An answer of the barrier, primal-dual or working-set route that misses the certificate
+first goes through the Newton refinement of its optimality conditions
+(:mod:`attnsvm.svm.nuclear_kkt`; issue 28: the photo tokens at n = 32, 64, whose
+near-duplicate patches stall the interior-point methods above ``GAP_TOL``), certified the
+same way (solver ``direct-<route>+kkt``); only then do Clarabel / SCS run. Answers the routes
+certify by themselves never reach it. ``SVMResult.solver`` names the route that produced the
+answer.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from attnsvm.svm.frobenius import (
     violation,
 )
 from attnsvm.svm.nuclear_ipm import certified_gap, solve_dual_barrier
+from attnsvm.svm.nuclear_kkt import refine_kkt
 from attnsvm.svm.nuclear_pd import solve_primal_dual
 from attnsvm.svm.nuclear_ws import solve_working_set
 
@@ -381,6 +388,24 @@ def _solve_working_set(
     return "certificate", prob.U_l @ res.M @ prob.U_r.T, res.lam, res.note
 
 
+#: the interior-point routes whose uncertified answer goes through the Newton refinement of
+#: attnsvm.svm.nuclear_kkt before the conic solvers take over
+_REFINED = ("barrier", "primal-dual", "ws-primal-dual")
+
+
+def _refine(prob: _Direct, W: np.ndarray, lam: np.ndarray) -> tuple:
+    """(full-size W, multipliers) of the Newton refinement of an uncertified interior-point
+    pair (:mod:`attnsvm.svm.nuclear_kkt`), or (None, None); the caller certifies it."""
+    cons = prob.cons
+    try:
+        res = refine_kkt(prob.a, cons.right @ prob.U_r, cons.rhs, prob.U_l.T @ W @ prob.U_r, lam)
+    except (np.linalg.LinAlgError, ValueError):  # e.g. an SVD that does not converge
+        return None, None
+    if res is None:
+        return None, None
+    return prob.U_l @ res.M @ prob.U_r.T, res.lam
+
+
 def _lift_certificate(prob: _Direct, res) -> tuple[str, np.ndarray | None, np.ndarray | None]:
     """(status, full-size W, multipliers) of a reduced barrier / primal-dual result."""
     if res is None:
@@ -462,13 +487,27 @@ def _try_direct(cons: Constraints, t0: float, frobenius: SVMResult | None) -> SV
         objective = nuclear_norm(W)
         gap = prob.gap(W, lam, objective)
         ok = viol <= VERIFY_TOL and gap <= GAP_TOL  # a certified gap always (issue 12)
-        if not ok:
+        route = solver
+        if not ok and solver in _REFINED and lam is not None:
+            # an interior-point pair that misses the certificate: Newton on its optimality
+            # conditions (attnsvm.svm.nuclear_kkt) before the slow conic solvers
             messages.append(f"direct {solver} {status}: violation {viol:.1e}, gap {gap:.1e}")
+            route, status = f"{solver}+kkt", "refined"
+            W, lam = _refine(prob, W, lam)
+            if W is None:
+                messages.append(f"direct {route}: no answer")
+                continue
+            W = _rescale(cons, W)
+            objective = nuclear_norm(W)
+            viol, gap = violation(cons, W), prob.gap(W, lam, objective)
+            ok = viol <= VERIFY_TOL and gap <= GAP_TOL
+        if not ok:
+            messages.append(f"direct {route} {status}: violation {viol:.1e}, gap {gap:.1e}")
             continue
-        messages.append(f"{solver} status {status}, certified gap {gap:.1e}")
+        messages.append(f"{route} status {status}, certified gap {gap:.1e}")
         messages.append(f"reduced size {prob.shape}, Y = M R: {prob.substituted}")
         return SVMResult(
-            W, "optimal", objective, f"direct-{solver}", time.perf_counter() - t0,
+            W, "optimal", objective, f"direct-{route}", time.perf_counter() - t0,
             "; ".join(messages),
         )  # fmt: skip
     return None

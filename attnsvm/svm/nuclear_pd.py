@@ -31,7 +31,8 @@ Nothing here is trusted. Near the end the answer goes through the optimality-con
 polish of :mod:`attnsvm.svm.nuclear_ipm` (tight singular subspace of G, active rows), and the
 best pair of primal and dual candidates is returned with its certified gap
 ``(||M||_* - c^T lam / ||G(lam)||_2) / ||M||_*``; the caller accepts it only below
-``attnsvm.svm.nuclear.GAP_TOL`` and checks every row, else it falls back to Clarabel / SCS.
+``attnsvm.svm.nuclear.GAP_TOL`` and checks every row, else it refines the pair
+(:mod:`attnsvm.svm.nuclear_kkt`) and then falls back to Clarabel / SCS.
 """
 
 from __future__ import annotations
