@@ -41,7 +41,7 @@ from attnsvm.sweep.integrity import (
     StoreError,
     VerifyCache,
     repair_blocks,
-    store_stat_key,
+    store_snapshot,
     verify_store,
 )
 from attnsvm.sweep.lock import lock_experiments, unlock_experiments
@@ -290,12 +290,13 @@ class Plan:
             if not why:
                 cache = VerifyCache(sweep.parent)  # after repair_blocks saved it
                 try:
-                    m = verify_store(sweep, contents=False)
-                    key = store_stat_key(sweep, m)
-                    if not cache.vouches("<sweep>", key):
+                    vouched = cache.vouched("<sweep>", sweep)
+                    if isinstance(vouched, dict):
+                        m = vouched
+                    else:
+                        before = store_snapshot(sweep)
                         m = verify_store(sweep)
-                        key = store_stat_key(sweep, m)
-                    cache.put("<sweep>", key)
+                        cache.record("<sweep>", sweep, m, before)
                     if m.get("kind") != "sweep" or m.get("experiment") != exp:
                         why = f"is the {m.get('kind')} store of experiment {m.get('experiment')!r}"
                     elif "inputs_sha256" not in m:
