@@ -41,7 +41,7 @@ from attnsvm.sweep.integrity import (
     StoreError,
     VerifyCache,
     repair_blocks,
-    store_stat_key,
+    store_snapshot,
     verify_store,
 )
 from attnsvm.sweep.lock import lock_experiments, unlock_experiments
@@ -121,6 +121,7 @@ class Plan:
         self._blocks = {
             name: {b.name: b for b in exp.blocks()} for name, exp in experiments.items()
         }
+        self._digests: dict[str, dict[str, str]] = {}  # block_digests, computed once
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Plan:
@@ -133,7 +134,7 @@ class Plan:
     def block_digest(self, exp: str, block: str) -> str:
         """Digest of one block's cells: the job's params (a change reruns the job); the job
         builds the cells from the config (:func:`attnsvm.sweep.job.planned_block_job`)."""
-        return cells_digest(self._blocks[exp][block].cells)
+        return self._block_digests(exp)[block]
 
     def block_minutes(self, exp: str, block: str) -> int:
         """Runtime request for a block job in minutes (estimate x 3 + 5 min start-up slack)."""
@@ -188,7 +189,15 @@ class Plan:
 
     def block_digests(self, exp: str) -> dict[str, str]:
         """``{block: digest of its cells}``: what a finished store of each block must hold."""
-        return {name: cells_digest(b.cells) for name, b in self._blocks[exp].items()}
+        return dict(self._block_digests(exp))
+
+    def _block_digests(self, exp: str) -> dict[str, str]:
+        """The digests, computed once per plan (the repair step and every block job's params
+        ask for them: 2 x 10^4 digests per Snakemake start at 10^4 blocks otherwise)."""
+        if exp not in self._digests:
+            blocks = self._blocks[exp]
+            self._digests[exp] = {name: cells_digest(b.cells) for name, b in blocks.items()}
+        return self._digests[exp]
 
     def repair(self, dry_run: bool = False) -> list[str]:
         """Prepare the results for a run: every block store that is not finished is missing,
@@ -290,12 +299,13 @@ class Plan:
             if not why:
                 cache = VerifyCache(sweep.parent)  # after repair_blocks saved it
                 try:
-                    m = verify_store(sweep, contents=False)
-                    key = store_stat_key(sweep, m)
-                    if not cache.vouches("<sweep>", key):
+                    vouched = cache.vouched("<sweep>", sweep)
+                    if isinstance(vouched, dict):
+                        m = vouched
+                    else:
+                        before = store_snapshot(sweep)
                         m = verify_store(sweep)
-                        key = store_stat_key(sweep, m)
-                    cache.put("<sweep>", key)
+                        cache.record("<sweep>", sweep, m, before)
                     if m.get("kind") != "sweep" or m.get("experiment") != exp:
                         why = f"is the {m.get('kind')} store of experiment {m.get('experiment')!r}"
                     elif "inputs_sha256" not in m:

@@ -556,3 +556,137 @@ def test_copied_store_is_hashed_and_a_stale_plan_is_seen_through_the_cache(block
     shutil.rmtree(path)
     copy.rename(path)
     assert repair_blocks(path.parent, EXP, planned) == ([], [])
+
+
+def _hash_counter(monkeypatch) -> list[str]:
+    from attnsvm.sweep import integrity
+
+    hashed: list[str] = []
+    real = integrity._file_sha256
+    monkeypatch.setattr(integrity, "_file_sha256", lambda p: hashed.append(str(p)) or real(p))
+    return hashed
+
+
+def _rewrite_keeping_times(path: Path, data: bytes) -> None:
+    """Write ``data`` into ``path`` in place (same inode), setting its times back."""
+    import os
+
+    st = path.stat()
+    with open(path, "r+b") as fh:
+        fh.write(data)
+        fh.truncate()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_an_edited_manifest_is_read_again_not_taken_from_the_cache(block_copy, monkeypatch):
+    """The verify cache keeps the manifest's entries under the manifest's stat row: an edit
+    of the manifest in place (same size, modification time set back) is seen at the next
+    start (here: other cells, so the store is stale)."""
+    from attnsvm.config.cell import cells_digest
+    from attnsvm.sweep.integrity import repair_blocks
+
+    exp, b, path = block_copy
+    digest = cells_digest(b.cells)
+    planned = {b.name: digest}
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])
+    hashed = _hash_counter(monkeypatch)
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])
+    assert hashed == []
+    text = (path / MANIFEST).read_text()
+    other = ("0" if digest[0] != "0" else "1") + digest[1:]
+    _rewrite_keeping_times(path / MANIFEST, text.replace(digest, other).encode())
+    msgs, redo = repair_blocks(path.parent, EXP, planned)
+    assert redo == [str(path)] and "stale" in msgs[0] and not path.exists()
+
+
+def test_a_touched_or_deleted_file_makes_the_store_hashed_or_missing(block_copy, monkeypatch):
+    import os
+
+    from attnsvm.config.cell import cells_digest
+    from attnsvm.sweep.integrity import repair_blocks
+
+    exp, b, path = block_copy
+    planned = {b.name: cells_digest(b.cells)}
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])
+    hashed = _hash_counter(monkeypatch)
+    chunk = chunk_of(path, "W")
+    os.utime(chunk)  # content unchanged: hashed again, still finished, then vouched again
+    assert repair_blocks(path.parent, EXP, planned) == ([], []) and len(hashed) > 1
+    hashed.clear()
+    assert repair_blocks(path.parent, EXP, planned) == ([], []) and hashed == []
+    chunk.unlink()
+    msgs, redo = repair_blocks(path.parent, EXP, planned)
+    assert redo == [str(path)] and "file missing: W/c/0" in msgs[0]
+
+
+def test_a_store_swapped_for_another_blocks_store_is_foreign_despite_the_cache(block_copy):
+    import shutil
+
+    from attnsvm.config.cell import cells_digest
+    from attnsvm.sweep.integrity import repair_blocks
+
+    exp, b, path = block_copy
+    planned = {b.name: cells_digest(b.cells)}
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])
+    other = path.parent / ".other"
+    shutil.copytree(path, other)
+    m = json.loads((other / MANIFEST).read_text())
+    (other / MANIFEST).write_text(json.dumps({**m, "block": "another"}))
+    shutil.rmtree(path)
+    other.rename(path)
+    msgs, redo = repair_blocks(path.parent, EXP, planned, dry_run=True)
+    assert redo == [str(path)] and "foreign" in msgs[0] and "'another'" in msgs[0]
+
+
+@pytest.mark.parametrize("cache", ["garbage", "old format", "bad entry", "stale", "foreign"])
+def test_a_corrupt_stale_or_foreign_verify_cache_ends_correct(block_copy, monkeypatch, cache):
+    """Whatever the cache file holds, a damaged store is found and a good one verifies."""
+    from attnsvm.config.cell import cells_digest
+    from attnsvm.sweep.integrity import VERIFY_CACHE, repair_blocks
+
+    exp, b, path = block_copy
+    planned = {b.name: cells_digest(b.cells)}
+    cache_file = path.parent.parent / VERIFY_CACHE
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])
+    good = cache_file.read_text()
+    body = json.loads(good)
+    chunk = chunk_of(path, "corr_fro_alpha")
+    data = bytearray(chunk.read_bytes())
+    data[-3] ^= 0x04
+    if cache == "garbage":
+        cache_file.write_bytes(b"\x00{not json")
+    elif cache == "old format":
+        cache_file.write_text(json.dumps({**body, "format": "attnsvm-verify-cache/1"}))
+    elif cache == "bad entry":
+        cache_file.write_text(json.dumps({**body, "stores": {b.name: [1, 2]}}))
+    elif cache == "foreign":  # another copy of the store, its cache copied along
+        copy = path.parent.parent.parent / "copy"
+        shutil.copytree(path.parent.parent, copy)
+        path, cache_file = copy / "blocks" / path.name, copy / VERIFY_CACHE
+        chunk = chunk_of(path, "corr_fro_alpha")
+    hashed = _hash_counter(monkeypatch)
+    if cache != "stale":  # a good store verifies, every file hashed once
+        assert repair_blocks(path.parent, EXP, planned) == ([], [])
+        assert len(hashed) == len(verify_store(path)["files"])
+    _rewrite_keeping_times(chunk, bytes(data))
+    if cache == "stale":  # the cache of before the write is put back
+        cache_file.write_text(good)
+    msgs, redo = repair_blocks(path.parent, EXP, planned)
+    assert redo == [str(path)] and "does not match its checksum" in msgs[0]
+
+
+def test_the_verify_cache_writes_each_file_list_once(block_copy):
+    """10^4 stores of one experiment list the same files: the cache holds the list once."""
+    from attnsvm.config.cell import cells_digest
+    from attnsvm.sweep.integrity import VERIFY_CACHE, repair_blocks
+
+    exp, b, path = block_copy
+    twin = path.parent / "twin.zarr"
+    shutil.copytree(path, twin)
+    m = json.loads((twin / MANIFEST).read_text())
+    (twin / MANIFEST).write_text(json.dumps({**m, "block": "twin"}))
+    planned = {b.name: cells_digest(b.cells), "twin": cells_digest(b.cells)}
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])
+    body = json.loads((path.parent.parent / VERIFY_CACHE).read_text())
+    assert len(body["lists"]) == 1 and sorted(body["stores"]) == sorted(planned)
+    assert body["stores"]["twin"][3]["block"] == "twin"

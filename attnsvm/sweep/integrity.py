@@ -18,13 +18,15 @@ warning.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import shutil
 import time
 import warnings
-from collections.abc import Mapping
+from array import array
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -338,106 +340,193 @@ def quarantine(path: Path) -> Path:
 VERIFY_CACHE = ".attnsvm-verify-cache.json"
 """File (in the experiment folder) that remembers which stores verified, under their files'
 metadata (:class:`VerifyCache`)."""
-VERIFY_CACHE_FORMAT = "attnsvm-verify-cache/1"
+VERIFY_CACHE_FORMAT = "attnsvm-verify-cache/2"
+#: opening the store's folder once and stat'ing its files relative to it (``fstatat``) spares
+#: the kernel the walk down the full path of every file (bench/bench_repair.py)
+_DIR_FD = os.stat in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
+MISSING = "missing"
+"""What :meth:`VerifyCache.vouched` answers for a store path that does not exist."""
 
 
-def store_stat_key(path: str | os.PathLike, manifest: Mapping[str, Any]) -> str | None:
-    """SHA-256 over the manifest's and every listed file's size, inode, modification and
-    status-change time (ns) of the store at ``path`` (``manifest``: its parsed manifest).
+def _stat_row(st: os.stat_result) -> list[int]:
+    """What any write to a file changes: size, inode, modification and status-change times.
 
-    Any write to one of these files, or a copy of the store (new inodes), changes it; the
-    status-change time cannot be set back by a program. Files are found through the manifest
-    (one ``stat`` each, no folder listing): a file added to the store is seen by a full check
-    (``attnsvm status --verify``, collect), not by this key. ``None`` if a file is missing or
-    the manifest lists no files."""
-    files = manifest.get("files")
-    if not isinstance(files, dict):
-        return None
-    prefix = os.fspath(path) + os.sep  # strings, not Path objects: 10^6 stats at 10^4 stores
-    rows = []
+    The status-change time cannot be set back by a program, and a copy gets new inodes."""
+    return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _files_key(vals: list[int]) -> str:
+    """SHA-256 of the stat rows of a store's files (packed as 64-bit integers)."""
     try:
-        for rel in sorted((MANIFEST, *files)):
-            st = os.stat(prefix + rel)
-            rows.append(f"{rel}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}\0{st.st_ctime_ns}")
-    except (OSError, TypeError, ValueError):
+        packed = array("q", vals).tobytes()
+    except OverflowError:  # an inode number beyond 2^63: the slower exact text
+        packed = repr(vals).encode()
+    return hashlib.sha256(packed).hexdigest()
+
+
+def _stat_store(path: str, rels: tuple[str, ...] | None) -> tuple[list[int], str | None] | str:
+    """``(stat row of the manifest, key of the files rels)`` of the store at ``path``, key
+    ``None`` when ``rels`` is None or a file is missing; :data:`MISSING` when ``path`` does
+    not exist; raises OSError when it cannot be read (not a directory...)."""
+    if _DIR_FD:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return MISSING
+        try:
+            stat = functools.partial(os.stat, dir_fd=fd)
+            return _stat_files(stat, "", rels)
+        finally:
+            os.close(fd)
+    if not os.path.exists(path):
+        return MISSING
+    return _stat_files(os.stat, path + os.sep, rels)
+
+
+def _stat_files(
+    stat: Callable[[str], os.stat_result], prefix: str, rels: tuple[str, ...] | None
+) -> tuple[list[int], str | None]:
+    manifest = _stat_row(stat(prefix + MANIFEST))
+    if rels is None:
+        return manifest, None
+    vals: list[int] = []
+    extend = vals.extend
+    try:
+        for rel in rels:
+            st = stat(prefix + rel)
+            extend((st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns))
+    except (FileNotFoundError, NotADirectoryError):
+        return manifest, None
+    return manifest, _files_key(vals)
+
+
+def store_snapshot(path: str | os.PathLike) -> tuple[list[int], tuple[str, ...], str] | None:
+    """``(manifest's stat row, files its manifest lists, key of their stat rows)`` of the
+    store at ``path``, taken before it is hashed (:meth:`VerifyCache.record`); ``None`` when
+    the manifest or a file it lists cannot be read."""
+    path = os.fspath(path)
+    try:
+        first = _stat_store(path, None)
+        files = json.loads(Path(path, MANIFEST).read_text())["files"]
+        rels = tuple(sorted(files))
+        now = _stat_store(path, rels)
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    return hashlib.sha256("\n".join(rows).encode()).hexdigest()
+    if first == MISSING or now == MISSING or now[1] is None or now[0] != first[0]:
+        return None
+    return now[0], rels, now[1]
 
 
 class VerifyCache:
-    """Which stores of an experiment verified (every file hashed), under their
-    :func:`store_stat_key`, kept in ``<experiment>/.attnsvm-verify-cache.json``.
+    """Which stores of an experiment verified (every file hashed), kept in
+    ``<experiment>/.attnsvm-verify-cache.json``: per store, the stat row (size, inode,
+    modification and status-change time) of its manifest, the files it lists, the SHA-256 of
+    their stat rows, and the manifest's scalar entries (identity, cells, version, checksums).
 
-    The repair step at each start hashes only the stores whose files changed since they last
-    verified (a no-op start on 10^4 finished blocks lists and stats their files and reads their
-    manifests, in seconds; bench/bench_repair.py). A missing, unreadable or foreign cache is
-    rebuilt; it only saves work. ``attnsvm status --verify`` and collect never use it: they
-    hash every file.
+    The repair step at each start stats every store's manifest and listed files; a store whose
+    stat rows all equal those recorded when it last verified is not hashed, and its manifest is
+    not read: its recorded entries are checked against the plan (bench/bench_repair.py). A
+    missing, unreadable or foreign cache is rebuilt; it only saves work. ``attnsvm status
+    --verify`` and collect never use it: they hash every file.
     """
 
     def __init__(self, experiment_dir: str | os.PathLike):
         self.path = Path(experiment_dir) / VERIFY_CACHE
         self.changed = False
+        self.stores: dict[str, tuple[list[int], tuple[str, ...], str, dict[str, Any]]] = {}
         try:
             body = json.loads(self.path.read_text())
-            ok = body.get("format") == VERIFY_CACHE_FORMAT and body.get("attnsvm") == (
+            if body.get("format") != VERIFY_CACHE_FORMAT or body.get("attnsvm") != (
                 attnsvm_version()
-            )
-            self.stores: dict[str, str] = dict(body["stores"]) if ok else {}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            ):
+                return
+            lists = [tuple(str(rel) for rel in rels) for rels in body["lists"]]
+            stores = {}
+            for name, (mrow, key, index, facts) in body["stores"].items():
+                if not (isinstance(mrow, list) and isinstance(key, str)):
+                    raise TypeError("bad entry")
+                stores[str(name)] = (mrow, lists[index], key, dict(facts))
+            self.stores = stores
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
             self.stores = {}
 
-    def vouches(self, name: str, key: str | None) -> bool:
-        """Whether store ``name`` verified with exactly these files (``key``)."""
-        return key is not None and self.stores.get(name) == key
+    def vouched(self, name: str, path: str | os.PathLike) -> dict[str, Any] | str | None:
+        """The recorded manifest entries of store ``name`` at ``path`` when its manifest and
+        every file it lists are unchanged since it verified; :data:`MISSING` when ``path``
+        does not exist; otherwise ``None`` (hash it: :func:`check_block`). Thread-safe."""
+        entry = self.stores.get(name)
+        try:
+            now = _stat_store(os.fspath(path), entry[1] if entry else None)
+        except OSError:
+            return None
+        if now == MISSING:
+            return MISSING
+        if entry is None or now[0] != entry[0] or now[1] != entry[2]:
+            return None
+        return entry[3]
 
-    def put(self, name: str, key: str | None) -> None:
-        if key is not None and self.stores.get(name) != key:
-            self.stores[name] = key
-            self.changed = True
+    def record(
+        self,
+        name: str,
+        path: str | os.PathLike,
+        manifest: Mapping[str, Any],
+        before: tuple[list[int], tuple[str, ...], str] | None,
+    ) -> None:
+        """Remember that store ``name`` verified with ``manifest``: ``before`` is its
+        :func:`store_snapshot` taken before it was hashed; nothing is remembered unless the
+        store is still exactly as it was then (a write during the hashing is hashed again at
+        the next start) and the manifest lists the files of the snapshot."""
+        if before is None or store_snapshot(path) != before:
+            return self.drop(name)
+        if tuple(sorted(manifest.get("files") or ())) != before[1]:
+            return self.drop(name)
+        facts = {k: v for k, v in manifest.items() if isinstance(v, str)}
+        self.stores[name] = (before[0], before[1], before[2], facts)
+        self.changed = True
 
     def drop(self, name: str) -> None:
         if self.stores.pop(name, None) is not None:
             self.changed = True
 
     def save(self) -> None:
-        """Write the cache if it changed (a folder that cannot be written gets none)."""
+        """Write the cache if it changed (a folder that cannot be written gets none); the
+        file lists shared by stores are written once."""
         if not self.changed:
             return
+        index: dict[tuple[str, ...], int] = {}
+        stores = {
+            name: [mrow, key, index.setdefault(rels, len(index)), facts]
+            for name, (mrow, rels, key, facts) in self.stores.items()
+        }
         body = {"format": VERIFY_CACHE_FORMAT, "attnsvm": attnsvm_version(),
-                "stores": self.stores}  # fmt: skip
+                "lists": [list(rels) for rels in index], "stores": stores}  # fmt: skip
         try:
-            write_text_atomic(self.path, json.dumps(body, sort_keys=True))
+            write_text_atomic(self.path, json.dumps(body, separators=(",", ":")))
         except OSError:
             pass
         self.changed = False
 
 
-#: threads that read the manifests and stat the files of the block stores at start (the
-#: stat calls release the GIL and wait on the file system; bench/bench_repair.py)
+#: threads that stat the files of the block stores at start (the stat calls release the GIL
+#: and wait on the file system; bench/bench_repair.py)
 STAT_THREADS = 8
-#: stores read ahead by those threads (bounds the parsed manifests held at once)
+#: stores read ahead by those threads
 STAT_CHUNK = 256
 
 
-def _manifest_and_key(
-    path: Path,
-) -> tuple[dict[str, Any] | None, str | None, StoreError | None]:
-    """``(manifest, store_stat_key, None)`` of the store at ``path`` (no file hashed), or
-    ``(None, None, error)`` when its manifest does not read."""
-    try:
-        m = verify_store(path, contents=False)
-    except StoreError as err:
-        return None, None, err
-    return m, store_stat_key(path, m), None
+def _read_ahead(cache: VerifyCache, items: list[tuple[str, Path]]):
+    """:meth:`VerifyCache.vouched` of every ``(name, path)``, in order, computed
+    ``STAT_THREADS`` at a time, ``STAT_CHUNK`` stores ahead."""
 
+    def one(item: tuple[str, Path]) -> dict[str, Any] | str | None:
+        return cache.vouched(*item)
 
-def _read_ahead(paths: list[Path]):
-    """:func:`_manifest_and_key` of every path, in order, computed ``STAT_THREADS`` at a
-    time, ``STAT_CHUNK`` stores ahead."""
+    if STAT_THREADS <= 1:
+        yield from map(one, items)
+        return
     with ThreadPoolExecutor(STAT_THREADS) as pool:
-        for start in range(0, len(paths), STAT_CHUNK):
-            yield from pool.map(_manifest_and_key, paths[start : start + STAT_CHUNK])
+        for start in range(0, len(items), STAT_CHUNK):
+            yield from pool.map(one, items[start : start + STAT_CHUNK])
 
 
 def check_block_cached(
@@ -446,26 +535,25 @@ def check_block_cached(
     block: str,
     digest: str | None,
     cache: VerifyCache | None,
-    read: tuple[dict[str, Any] | None, str | None, StoreError | None] | None = None,
+    vouched: dict[str, Any] | str | None = None,
 ) -> BlockCheck:
     """:func:`check_block` with every file hashed, unless ``cache`` vouches for the store's
-    files (same :func:`store_stat_key` as when they last verified): then only its manifest
-    is read and checked against the plan (identity, cells, version). ``read``: the store's
-    :func:`_manifest_and_key` when the caller already has it."""
+    files (:meth:`VerifyCache.vouched`): then its recorded manifest entries are checked
+    against the plan (identity, cells, version). ``vouched``: the cache's answer when the
+    caller already has it."""
     if cache is None:
         return check_block(path, experiment, block, digest)
     path = Path(path)
-    m, key, err = _manifest_and_key(path) if read is None else read
-    if err is not None:
-        cache.drop(block)
-        return BlockCheck(path, "damaged", err.reason)
-    if cache.vouches(block, key):
-        return _against_plan(path, m, experiment, block, digest)
+    if vouched is None:
+        vouched = cache.vouched(block, path)
+    if isinstance(vouched, dict):
+        return _against_plan(path, vouched, experiment, block, digest)
+    before = store_snapshot(path)
     chk = check_block(path, experiment, block, digest)
-    if chk.state == "damaged":
+    if chk.state == "damaged" or chk.manifest is None:
         cache.drop(block)
-    elif chk.manifest is not None:  # its files verified (whatever the plan thinks of it)
-        cache.put(block, store_stat_key(path, chk.manifest))
+    else:  # its files verified (whatever the plan thinks of it)
+        cache.record(block, path, chk.manifest, before)
     return chk
 
 
@@ -493,11 +581,11 @@ def repair_blocks(
     if not d.is_dir():
         return out, redo
     cache = VerifyCache(d.parent)
-    present = [(name, digest, d / f"{name}.zarr") for name, digest in planned.items()]
-    present = [item for item in present if item[2].exists()]
-    reads = _read_ahead([path for _, _, path in present])
-    for (name, digest, path), read in zip(present, reads, strict=True):
-        chk = check_block_cached(path, experiment, name, digest, cache, read)
+    items = [(name, d / f"{name}.zarr") for name in planned]
+    for (name, path), vouched in zip(items, _read_ahead(cache, items), strict=True):
+        if vouched == MISSING:
+            continue
+        chk = check_block_cached(path, experiment, name, planned[name], cache, vouched)
         if chk.finished:
             if finished is not None and chk.manifest is not None:
                 finished[name] = str(chk.manifest.get("content_sha256", ""))
