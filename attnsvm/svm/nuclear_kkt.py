@@ -113,7 +113,8 @@ def _largest_jump(values: np.ndarray) -> int:
     if values.size < 2:
         return int(values.size)
     v = np.maximum(values, np.finfo(float).tiny)
-    return int(np.argmax(v[:-1] / v[1:])) + 1
+    with np.errstate(over="ignore"):  # a jump past the float range is the largest: inf
+        return int(np.argmax(v[:-1] / v[1:])) + 1
 
 
 def _faces(sig: np.ndarray, lam: np.ndarray) -> list[tuple[int, np.ndarray]]:
