@@ -217,7 +217,7 @@ def plot(rows: list[dict], title: str, out: str) -> None:
     import matplotlib.pyplot as plt  # noqa: PLC0415
     from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator  # noqa: PLC0415
 
-    fig, axs = plt.subplots(2, 3, figsize=(12, 6.4), sharey="row", sharex="col")
+    fig, axs = plt.subplots(2, 3, figsize=(13.5, 6.4), sharey="row", sharex="col")
     parts = list(dict.fromkeys(r["part"] for r in rows))
     for col, axis in enumerate(AXES):
         values = sorted({int(r["value"]) for r in rows if r["axis"] == axis})
@@ -226,7 +226,13 @@ def plot(rows: list[dict], title: str, out: str) -> None:
             for part in parts:
                 pts = [r for r in rows if r["part"] == part and r["axis"] == axis]
                 xs = [int(r["value"]) for r in pts]
-                ax.loglog(xs, [max(float(r[key]), 1e-3) for r in pts], "o-", label=part)
+                ys = [max(float(r[key]), 1e-3) for r in pts]
+                (line,) = ax.loglog(xs, ys, "o-", label=part)
+                # an SVM answer that did not certify: a hollow marker (the table counts it)
+                bad = [i for i, r in enumerate(pts) if str(r["solved"]).startswith("0/")]
+                if bad:  # an explicit colour: the colour cycle of the lines is not advanced
+                    ax.plot([xs[i] for i in bad], [ys[i] for i in bad], "o", mfc="white",
+                            color=line.get_color(), zorder=3)  # fmt: skip
             ax.xaxis.set_major_locator(FixedLocator(values))  # the measured values only
             ax.xaxis.set_minor_locator(NullLocator())
             ax.xaxis.set_minor_formatter(NullFormatter())
@@ -235,9 +241,10 @@ def plot(rows: list[dict], title: str, out: str) -> None:
             if col == 0:
                 ax.set_ylabel(f"{label} per cell")
         axs[1, col].set_xlabel(f"{axis} (others at each part's base shape)")
-    axs[0, 0].legend(fontsize=7)
-    fig.suptitle(f"attnsvm {title.lower()}, 1 thread")
-    fig.tight_layout()
+    handles, labels = axs[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center right", fontsize=8)  # off the data
+    fig.suptitle(f"attnsvm: {title}, 1 thread (hollow: an SVM answer not certified)")
+    fig.tight_layout(rect=(0, 0, 0.85, 1))
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
     print(f"figure: {out}")
