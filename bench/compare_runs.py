@@ -2,8 +2,9 @@
 
 ``python bench/compare_runs.py RESULTS_A RESULTS_B`` opens every ``<experiment>/sweep.zarr``
 and ``summary.nc`` under both results folders and compares each variable that both hold,
-except timings (``seconds_*``, ``svm_seconds`` and their summary statistics) and provenance
-attributes. Floats must agree to the last bit (NaN equal to NaN), unless ``--rtol`` /
+except timings (``seconds_*``, ``svm_seconds`` and their summary statistics), where each cell
+ran (``device``: cpu or cuda:0 (...), so a CPU and a GPU run of one config compare) and
+provenance attributes. Floats must agree to the last bit (NaN equal to NaN), unless ``--rtol`` /
 ``--atol`` allow a tolerance (``|a - b| <= atol + rtol |a|``, NaN where the other is NaN): a
 float variable within it is listed with its largest differences but is not a difference, so
 a change of method can be measured and stated with the tolerance it meets. Every differing
@@ -23,10 +24,12 @@ import numpy as np
 import xarray as xr
 
 TIMINGS = ("seconds_", "svm_seconds")
+#: where a cell ran, not what it computed
+WHERE = ("device",)
 
 
 def _is_timing(name: str) -> bool:
-    return name.startswith(TIMINGS)
+    return name.startswith(TIMINGS) or name in WHERE
 
 
 def _float_difference(va: np.ndarray, vb: np.ndarray, rtol: float, atol: float) -> tuple:

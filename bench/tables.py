@@ -210,7 +210,14 @@ def machine() -> str:
 
 
 def commit() -> str:
-    """Short commit of the checkout, ``-dirty`` when it has changes (or "unknown")."""
+    """Short commit of the checkout, ``-dirty`` when it has changes (or "unknown").
+
+    ``$ATTNSVM_BENCH_COMMIT`` names it instead where the checkout travelled without its git
+    history (a lent GPU machine gets a copy of the working tree: bench/gpu_session.sh).
+    """
+    sent = os.environ.get("ATTNSVM_BENCH_COMMIT", "").strip()
+    if sent:
+        return sent
     full = git_commit(REPO)  # attnsvm.provenance: the one git query
     if not full:
         return "unknown"

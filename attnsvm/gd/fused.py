@@ -29,17 +29,16 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import os
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
+
+from attnsvm.gd import fused_cuda, native
 
 SOURCE = Path(__file__).with_name("fused.c")
 #: IEEE arithmetic in program order: no fast-math, no contraction beyond the source's explicit
@@ -70,11 +69,6 @@ def _compiler() -> str | None:
         if name and shutil.which(name):
             return name
     return None
-
-
-def _cache_dir() -> Path:
-    root = os.environ.get("ATTNSVM_CACHE") or Path.home() / ".cache" / "attnsvm"
-    return Path(root)
 
 
 def cpu_flags() -> set[str]:
@@ -113,25 +107,10 @@ def library() -> ctypes.CDLL | None:
     if cc is None:
         UNAVAILABLE.append("no C compiler ($CC, cc or gcc) on PATH")
         return None
-    if not SOURCE.is_file():
-        UNAVAILABLE.append(f"{SOURCE} is missing from the installed package")
-        return None
     name = level()
     flags = (*FLAGS, *dict((n, f) for n, f, _ in LEVELS)[name])
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join((cc, *flags)).encode()).hexdigest()
-    path = _cache_dir() / f"fused-{name}-{key[:16]}.so"
-    try:
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-                out = Path(tmp) / path.name
-                cmd = [cc, *flags, str(SOURCE), "-o", str(out), "-lm"]
-                subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
-                os.replace(out, path)  # atomic: concurrent jobs see a whole library or none
-        lib = ctypes.CDLL(str(path))
-    except (OSError, subprocess.SubprocessError) as err:
-        detail = getattr(err, "stderr", "") or str(err)
-        UNAVAILABLE.append(f"building {SOURCE.name} with {cc} failed: {detail.strip()[:300]}")
+    lib = native.compiled(f"fused-{name}", (cc, *flags), SOURCE, UNAVAILABLE, libs=("-lm",))
+    if lib is None:
         return None
     fn = lib.attnsvm_train_linear
     dbl, i32 = ctypes.c_double, ctypes.c_int
@@ -158,10 +137,11 @@ def exp(x: np.ndarray) -> np.ndarray:
 
 
 def applies(settings: Any, device: torch.device, gradient: str, options: dict) -> bool:
-    """Whether the fused loop computes this :func:`attnsvm.gd.train.train_batch` call."""
-    return (
+    """Whether the fused loop computes this :func:`attnsvm.gd.train.train_batch` call: on the
+    CPU fused.c, on a CUDA device fused_cuda.cu (:mod:`attnsvm.gd.fused_cuda`)."""
+    if not (
         enabled()
-        and device.type == "cpu"
+        and device.type in ("cpu", "cuda")
         and gradient == "analytic"
         and settings.head == "linear"
         and settings.optimizer == "normalized"
@@ -169,8 +149,9 @@ def applies(settings: Any, device: torch.device, gradient: str, options: dict) -
         and settings.dtype == "float64"
         and options.get("stable", True)
         and options.get("mask") is None
-        and library() is not None
-    )
+    ):
+        return False
+    return library() is not None if device.type == "cpu" else fused_cuda.available(device)
 
 
 def _ptr(a: np.ndarray) -> int:
@@ -186,8 +167,11 @@ def train(
     ``data`` (X, Y, Z, v, V) and ``theta0`` (:func:`attnsvm.gd.model.pack`'s layout) float64
     CPU tensors. Returns ``[W (S,C,d,d), softmax (S,C,n,T), loss (S,C), alive (S,), bad_at
     (S,)]`` as torch tensors; as with the torch loop, a seed that is not alive has meaningless
-    values (train_batch trains it again with the freeze).
+    values (train_batch trains it again with the freeze). CUDA tensors run the GPU loop
+    (:func:`attnsvm.gd.fused_cuda.train`), with the results on that device.
     """
+    if theta0.device.type == "cuda":
+        return fused_cuda.train(data, theta0, settings, ks, iterations, eps, ridge)
     lib = library()
     if lib is None:
         raise RuntimeError(f"the fused loop is unavailable: {'; '.join(UNAVAILABLE)}")
