@@ -15,8 +15,9 @@ seed-iterations per second of each route:
 Timed: the whole ``train_batch`` call (inputs to the device, training, checkpoints back to the
 host), best of ``--repeat``; data generation excluded (S seeds are built from at most 1,024
 distinct datasets, repeated: seeds never interact, so the arithmetic is that of S seeds). A
-route is skipped at an S where its last rate predicts more than ``--max-seconds`` per call,
-and a size where the inputs alone would take more than ``--max-gib`` (noted in the table).
+route is skipped at an S where its last rate predicts more than ``--max-seconds`` per call (a
+GPU route once a call took that long: its rate grows with S), and a size where the inputs
+alone would take more than ``--max-gib`` (noted in the table).
 Per size the table notes the smallest S from which a GPU route beats the best CPU route.
 """
 
@@ -74,6 +75,17 @@ def rate(b: dict, c: Cell, S: int, route: str, repeat: int) -> float:
     return best
 
 
+def _too_long(route: str, S: int, iterations: int, last: tuple[float, int], limit: float) -> bool:
+    """Whether a call of ``route`` at S seeds would take more than ``limit`` seconds, from its
+    ``last`` (rate, S). A CPU route's rate does not grow with S: its time grows in proportion.
+    A GPU route's rate grows with S until the GPU is full, so its time is predicted as the
+    last call's (a lower bound): it is skipped only once a call took longer than the limit."""
+    rate, S0 = last
+    if ROUTES[route][0] == "cpu":
+        return S * iterations / rate > limit
+    return S0 * iterations / rate > limit
+
+
 def check_routes(routes: list[str]) -> None:
     """Refuse, before any timing, a route this machine cannot run."""
     for route in routes:
@@ -118,7 +130,7 @@ def main() -> None:
         SIZES, (args.sizes, args.large_sizes), (args.iterations, args.large_iterations),
         strict=True,
     ):  # fmt: skip
-        last: dict[str, float] = {}
+        last: dict[str, tuple[float, int]] = {}
         wins = None
         skipped = []
         for S in (int(s) for s in sizes.split(",")):
@@ -129,9 +141,10 @@ def main() -> None:
             b, c = batch(n, T, d, S, iters)
             rates: dict[str, float] = {}
             for r in routes:
-                if r in last and S * iters / last[r] > args.max_seconds:
+                if r in last and _too_long(r, S, iters, last[r], args.max_seconds):
                     continue
-                rates[r] = last[r] = rate(b, c, S, r, args.repeat)
+                rates[r] = rate(b, c, S, r, args.repeat)
+                last[r] = (rates[r], S)
             table.add(f"({n}, {T}, {d})", S, iters,
                       *(f"{rates[r]:.3g}" if r in rates else "-" for r in routes))  # fmt: skip
             cpu = max((v for r, v in rates.items() if ROUTES[r][0] == "cpu"), default=None)
@@ -151,7 +164,8 @@ def main() -> None:
         f"cell's default {len(Cell().checkpoints())} checkpoints; inputs to the device and "
         f"checkpoints back to the host included), best of {args.repeat}, torch "
         f"{torch.__version__}, one CPU thread. `-`: skipped, the route's rate at the previous "
-        f"S predicted more than {args.max_seconds:g} s. Routes: cpu / cuda the torch loop, "
+        f"S predicted more than {args.max_seconds:g} s (a GPU route: its last call took that "
+        "long). Routes: cpu / cuda the torch loop, "
         "cpu-fused fused.c, cuda-fused fused_cuda.cu (`ATTNSVM_FUSED=1`, docs/science.md §3)."
     )
     table.write()

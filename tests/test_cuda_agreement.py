@@ -98,5 +98,5 @@ def test_cpu_and_cuda_compute_the_same_cells(case):
     cells = cells_of(case)
     cpu = run_cells(cells, device="cpu")
     gpu = run_cells(cells, device="cuda")
-    assert all(r.device.startswith("cuda") for r in gpu) or case == "regpath"
+    assert all(r.device.startswith("cuda") for r in gpu)
     assert_agree(cpu, gpu, float32=CASES[case].get("dtype") == "float32")

@@ -128,7 +128,7 @@ def test_worked_example_of_a_new_field(tmp_path):
     sweep = subprocess.run(
         [sys.executable, "-m", "snakemake", "--workflow-profile", "workflow/profiles/default",
          "--cores", "2", "--configfile", "config/logit_scale.yaml",
-         "--config", f"results={results}"],
+         "--config", f"results={results}", "device=cpu"],  # compared with the CPU below
         **run,
     )  # fmt: skip
     assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-3000:]
