@@ -100,3 +100,18 @@ def test_cpu_and_cuda_compute_the_same_cells(case):
     gpu = run_cells(cells, device="cuda")
     assert all(r.device.startswith("cuda") for r in gpu)
     assert_agree(cpu, gpu, float32=CASES[case].get("dtype") == "float32")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("case", ["linear-W", "linear-KQ", "relu", "causal"])
+def test_a_cuda_seed_has_the_same_bits_alone_and_in_a_batch(case):
+    """Blocks may pack a cell with any others: on the GPU too, the torch loop must give a
+    seed the same bits alone, in a small batch and in a large one (docs/science.md §3)."""
+    cells = [Cell(seed=s, **CASES[case]) for s in range(300)]
+    whole = run_cells(cells, device="cuda")
+    for pick in ([0], [137], [5, 3, 299], list(range(40, 47))):
+        part = run_cells([cells[s] for s in pick], device="cuda")
+        for s, r in zip(pick, part, strict=True):
+            assert np.array_equal(r.W, whole[s].W, equal_nan=True), (case, pick, s)
+            assert np.array_equal(r.softmax, whole[s].softmax, equal_nan=True), (case, pick, s)
