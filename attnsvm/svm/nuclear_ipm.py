@@ -311,9 +311,16 @@ def _newton_step(A, B, c, lam, t, I_q, AAt, parts=None) -> tuple | None:
     BS = B @ S  # (N, q)
     E = BS @ AG.T  # E_kl = b_k^T S G^T a_l
     g = -t * c - 1.0 / lam + 2.0 * E.diagonal()
-    H = 2.0 * (E * E.T + (BS @ B.T) * (AAt + (AG @ S) @ AG.T))
+    # H = 2 (E o E^T + (B S B^T) o (A A^T + A G S G^T A^T)), formed in place (the same
+    # operations on the same numbers as the expression, without its N x N temporaries)
+    Hs = (AG @ S) @ AG.T
+    Hs += AAt
+    Hs *= BS @ B.T
+    Hs += E * E.T
+    Hs *= 2.0
     # Jacobi scaling by lam: the scaled Hessian is I + diag(lam) H diag(lam)
-    Hs = lam[:, None] * H * lam[None, :]
+    Hs *= lam[:, None]
+    Hs *= lam[None, :]
     Hs.flat[:: N + 1] += 1.0
     gs = lam * g
     y = _solve(Hs, -gs)
