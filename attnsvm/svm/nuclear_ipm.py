@@ -24,10 +24,22 @@ Why: at the sizes of the paper's experiments (N ~ 40 rows, p + q ~ 16) one Newto
 few dense 40 x 40 operations, and ~45 of them cost ~2.5 ms, while a general conic
 solver spends ~1.5 ms per iteration on a 136 x 136 dense PSD block (BENCHMARKS.md as of commit
 8948a9c, "What got E2 from 11x to 52x").
+
+Many instances at once (:func:`solve_dual_barrier_many`, issue 28: E3 solves ~2,700 of
+them): up to ``BATCH_MAX_ROWS`` rows, where an instance's Newton step costs more in Python and
+numpy overhead than in arithmetic, the instances of one shape follow their paths together in
+batches, every array operation of a Newton step and of its line search one call for the
+batch, the factorizations one per instance. Every instance gets the BLAS and LAPACK calls of
+:func:`solve_dual_barrier`, on the same numbers, so its answer is the same, bit for bit,
+whatever its batch (tests/test_svm_nuclear_batched.py); larger instances are solved one by
+one. Only where the central dual misses ``ACCEPT_GAP`` is the polished dual computed
+(:func:`best_pair`): a pair that certifies with the central dual is accepted either way, so
+the primal, the answer, is the one the polished dual would have come with.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,14 +147,42 @@ def polish(A, B, c, lam, G) -> tuple[np.ndarray | None, np.ndarray | None]:
     ``(M or None, lam or None)``: None where a system does not pin its unknowns down or K is
     not PSD. The caller certifies whatever is returned.
     """
+    M, dual = _polish_parts(A, B, c, lam, G)
+    return M, dual()
+
+
+def _polish_parts(A, B, c, lam, G) -> tuple[np.ndarray | None, Callable[[], np.ndarray | None]]:
+    """:func:`polish`'s primal, and its dual as a function computed on demand (its least
+    squares problem costs more than the rest of the polish: :func:`best_pair` asks for it
+    only where the unpolished dual misses ``ACCEPT_GAP``)."""
     U, V, r = _tight_subspace(G)
     if r == 0:
-        return None, None
+        return None, lambda: None
     active = lam >= ACTIVE_LAM * lam.max()
     ua, vb = A[active] @ U, B[active] @ V  # (n_a, p), (n_a, q)
-    return _polish_primal(A, B, c, active, ua[:, :r], vb[:, :r], U[:, :r], V[:, :r]), (
-        _polish_dual(lam, active, ua, vb, r)
-    )
+    M = _polish_primal(A, B, c, active, ua[:, :r], vb[:, :r], U[:, :r], V[:, :r])
+    return M, lambda: _polish_dual(lam, active, ua, vb, r)
+
+
+def best_pair(A, B, c, primals: list, lam: np.ndarray, polished_dual) -> tuple:
+    """``(i, dual, gap, polished_dual_used)``: the primal of least nuclear norm
+    (``primals[i]``) and the dual of the largest bound ``c^T y / ||G(y)||_2`` among ``lam``
+    and the polished dual, with their certified relative gap. ``polished_dual()`` is called
+    only where ``lam``'s bound misses ``ACCEPT_GAP``: a pair that certifies with ``lam`` is
+    accepted whatever the polished dual's bound, so the primal, the only answer the caller
+    keeps after its own certificate, is the same either way."""
+    uppers = [float(np.linalg.svd(M, compute_uv=False).sum()) for M in primals]
+    i = int(np.argmin(uppers))
+    upper, duals = uppers[i], [lam]
+    lowers = [_dual_bound(A, B, c, lam)]
+    if not (upper > 0 and (upper - lowers[0]) / upper <= ACCEPT_GAP):
+        lam_pol = polished_dual()
+        if lam_pol is not None:
+            duals.append(lam_pol)
+            lowers.append(_dual_bound(A, B, c, lam_pol))
+    j = int(np.argmax(lowers))
+    gap = (upper - lowers[j]) / upper if upper > 0 else float("inf")
+    return i, duals[j], gap, j > 0
 
 
 def _polish_primal(A, B, c, active, a, b, U1, V1) -> np.ndarray | None:
@@ -201,13 +241,20 @@ def solve_dual_barrier(
     caller then uses a general conic solver. Requires ``c > 0`` and a feasible primal
     (otherwise the dual is unbounded and the method reports None).
     """
-    A, B, c = (np.asarray(x, dtype=np.float64) for x in (A, B, c))
+    A, B, c = (np.ascontiguousarray(x, dtype=np.float64) for x in (A, B, c))
     N = c.size
     if N == 0 or np.any(c <= 0):
         return None
     swap = B.shape[1] > A.shape[1]
     if swap:  # keep the Schur complement on the smaller side q
         A, B = B, A
+    return _barrier_one(A, B, c, swap, target_gap, max_steps)
+
+
+def _barrier_one(A, B, c, swap: bool, target_gap: float, max_steps: int):
+    """The path of :func:`solve_dual_barrier` on checked rows (``c > 0``; A, B swapped when
+    ``swap``, so that ``q <= p``)."""
+    N = c.size
     p, q = A.shape[1], B.shape[1]
     I_q = np.eye(q)
     AAt = A @ A.T
@@ -264,9 +311,16 @@ def _newton_step(A, B, c, lam, t, I_q, AAt, parts=None) -> tuple | None:
     BS = B @ S  # (N, q)
     E = BS @ AG.T  # E_kl = b_k^T S G^T a_l
     g = -t * c - 1.0 / lam + 2.0 * E.diagonal()
-    H = 2.0 * (E * E.T + (BS @ B.T) * (AAt + (AG @ S) @ AG.T))
+    # H = 2 (E o E^T + (B S B^T) o (A A^T + A G S G^T A^T)), formed in place (the same
+    # operations on the same numbers as the expression, without its N x N temporaries)
+    Hs = (AG @ S) @ AG.T
+    Hs += AAt
+    Hs *= BS @ B.T
+    Hs += E * E.T
+    Hs *= 2.0
     # Jacobi scaling by lam: the scaled Hessian is I + diag(lam) H diag(lam)
-    Hs = lam[:, None] * H * lam[None, :]
+    Hs *= lam[:, None]
+    Hs *= lam[None, :]
     Hs.flat[:: N + 1] += 1.0
     gs = lam * g
     y = _solve(Hs, -gs)
@@ -297,19 +351,13 @@ def _line_search(A, B, c, lam, y, delta, t, phi0, I_q) -> tuple | None:
 
 
 def _result(A, B, c, lam, G, S, t, steps, swap) -> DualBarrierResult:
-    """The best certified pair among the central and the polished primals and duals.
-
-    The certified gap separates: the smallest ``||M||_*`` and the largest dual bound.
-    """
-    M_pol, lam_pol = polish(A, B, c, lam, G)
+    """The best certified pair among the central and the polished primals and duals
+    (:func:`best_pair`: the smallest ``||M||_*`` and the largest dual bound)."""
+    M_pol, polished_dual = _polish_parts(A, B, c, lam, G)
     primals = [_primal(A, B, c, G, S, t)] + ([M_pol] if M_pol is not None else [])
-    duals = [lam] + ([lam_pol] if lam_pol is not None else [])
-    uppers = [float(np.linalg.svd(M, compute_uv=False).sum()) for M in primals]
-    lowers = [_dual_bound(A, B, c, y) for y in duals]
-    i, j = int(np.argmin(uppers)), int(np.argmax(lowers))
-    gap = (uppers[i] - lowers[j]) / uppers[i] if uppers[i] > 0 else float("inf")
+    i, dual, gap, j = best_pair(A, B, c, primals, lam, polished_dual)
     M = primals[i]
-    return DualBarrierResult(M.T if swap else M, duals[j], gap, steps, polished=i + j > 0)
+    return DualBarrierResult(M.T if swap else M, dual, gap, steps, polished=i > 0 or j)
 
 
 def _solve(Hs: np.ndarray, r: np.ndarray) -> np.ndarray | None:
@@ -321,3 +369,218 @@ def _solve(Hs: np.ndarray, r: np.ndarray) -> np.ndarray | None:
         return np.linalg.lstsq(Hs, r, rcond=None)[0]
     except np.linalg.LinAlgError:
         return None
+
+
+# ----------------------------------------------------------------------------- many at once
+#: instances of one shape per batch at most (their N x N Newton systems are formed together:
+#: larger batches spill the cache), at least (a batch's own overhead per step is about that
+#: of two instances solved alone), and rows at most: from ~60 rows an instance's Newton step
+#: costs more in arithmetic than in Python overhead. Measured on E3's opt tokens, 100 seeds
+#: (CPU ms per instance, alone vs batches of 25-32): 2.3-2.7 vs 1.4-1.7 at 20 rows, 3.7-4.1
+#: vs 2.6-3.4 at 40-45, but 6.2-7.1 vs 6.0-8.0 at 60-70 rows ((15, 5, d), (5, 15, d))
+BATCH_SIZE = 32
+BATCH_MIN = 4
+BATCH_MAX_ROWS = 48
+
+
+def _dots(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``u_i^T v_i`` of every row pair (K, N) x (K, N): one BLAS dot per row, as ``u @ v``."""
+    return (u[:, None, :] @ v[:, :, None])[:, 0, 0]
+
+
+def _take(keep: np.ndarray | None, *arrays):
+    """The rows ``keep`` of every array (the arrays themselves where ``keep`` is None)."""
+    return arrays if keep is None else tuple(a[keep] for a in arrays)
+
+
+def _phi_many(A, B, c, lam, t, I_q) -> tuple[np.ndarray, np.ndarray, list]:
+    """:func:`_phi_parts` of K instances: ``(phi (K,), G (K, p, q), [L or None])``, phi
+    ``inf`` and L None outside the domain; each instance's arithmetic is the one
+    :func:`_phi_parts` does on it alone."""
+    K = lam.shape[0]
+    phi = np.full(K, np.inf)
+    G = A.mT @ (lam[:, :, None] * B)
+    Kq = I_q - G.mT @ G
+    inside = lam.min(axis=1) > 0
+    L = [_cholesky(Kq[i]) if inside[i] else None for i in range(K)]
+    k = np.array([Li is not None for Li in L])
+    if k.any():
+        logdet = np.array([np.log(Li.diagonal()).sum() for Li in L if Li is not None])
+        lk, tk, ck = lam[k], t[k], c[k]
+        phi[k] = -tk * _dots(ck, lk) - np.log(lk).sum(axis=1) - 2.0 * logdet
+    return phi, G, L
+
+
+def _newton_many(A, B, c, lam, t, I_q, AAt, G, L) -> tuple:
+    """:func:`_newton_step` of K instances at ``(G, L)`` of :func:`_phi_many`: ``(S, y,
+    delta, ok)``, ``ok`` False where the Newton system could not be solved. The N x N arrays
+    are updated in place, with the operations of :func:`_newton_step` in its order."""
+    K, N = lam.shape
+    S = np.stack([lapack.dpotrs(Li, I_q, lower=1)[0] for Li in L])
+    AG = A @ G
+    BS = B @ S
+    E = BS @ AG.mT
+    g = -t[:, None] * c - 1.0 / lam + 2.0 * np.diagonal(E, axis1=1, axis2=2)
+    H = (AG @ S) @ AG.mT
+    H += AAt
+    H *= BS @ B.mT
+    H += E * E.mT
+    H *= 2.0
+    H *= lam[:, :, None]  # Jacobi scaling: Hs = I + diag(lam) H diag(lam)
+    H *= lam[:, None, :]
+    diag = np.arange(N)
+    H[:, diag, diag] += 1.0
+    gs = lam * g
+    y = np.zeros((K, N))
+    ok = np.ones(K, dtype=bool)
+    for i in range(K):
+        yi = _solve(H[i], -gs[i])
+        if yi is None:
+            ok[i] = False
+        else:
+            y[i] = yi
+    delta = np.sqrt(np.maximum(-_dots(gs, y), 0.0))
+    return S, y, delta, ok
+
+
+def _line_search_many(A, B, c, lam, y, delta, t, phi0, I_q) -> tuple:
+    """:func:`_line_search` of K instances: ``(lam, phi, G, L, ok)`` at the accepted steps,
+    ``ok`` False where no step of at least 1e-10 of the Newton step decreases phi."""
+    K = lam.shape[0]
+    with np.errstate(divide="ignore"):
+        alpha = np.where(delta > 0, np.minimum(1.0, LS_START / delta), 1.0)
+    new_lam, phi = lam.copy(), np.full(K, np.inf)
+    G = np.zeros((K, A.shape[2], B.shape[2]))
+    L: list = [None] * K
+    ok = np.zeros(K, dtype=bool)
+    pending = np.arange(K)
+    while pending.size:
+        sel = None if pending.size == K else pending
+        Ap, Bp, cp, lp, yp, tp, p0, a, d = _take(sel, A, B, c, lam, y, t, phi0, alpha, delta)
+        trial = lp * (1.0 + a[:, None] * yp)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            f, Gt, Lt = _phi_many(Ap, Bp, cp, trial, tp, I_q)
+        accept = (f <= p0 - ARMIJO * a * d * d) | ((d <= CENTERED) & np.isfinite(f))
+        k = pending[accept]
+        new_lam[k], phi[k], G[k], ok[k] = trial[accept], f[accept], Gt[accept], True
+        for i, Li in zip(k, (Li for Li, acc in zip(Lt, accept, strict=True) if acc), strict=True):
+            L[i] = Li
+        rejected = pending[~accept]
+        alpha[rejected] *= 0.5
+        pending = rejected[alpha[rejected] >= 1e-10]
+    return new_lam, phi, G, L, ok
+
+
+def solve_dual_barrier_many(
+    problems, *, target_gap: float = TARGET_GAP, max_steps: int = 300
+) -> list[DualBarrierResult | None]:
+    """:func:`solve_dual_barrier` of many instances ``(A, B, c)``, the same answers, bit for
+    bit (docs/science.md §4, Att-SVM_*).
+
+    Instances of one shape with at most ``BATCH_MAX_ROWS`` rows run together in batches of
+    ``BATCH_MIN`` to ``BATCH_SIZE``: every array operation of a Newton step and of its line
+    search is one call for the batch, the factorizations and solves one per instance, each
+    with the operations it has alone (the same BLAS and LAPACK calls on the same numbers), so
+    an answer does not depend on its batch; the others are solved one by one.
+    """
+    out: list[DualBarrierResult | None] = [None] * len(problems)
+    groups: dict[tuple, list] = {}
+    for i, (A, B, c) in enumerate(problems):
+        A, B, c = (np.ascontiguousarray(x, dtype=np.float64) for x in (A, B, c))
+        if c.size == 0 or np.any(c <= 0):
+            continue
+        swap = B.shape[1] > A.shape[1]
+        if swap:  # keep the Schur complement on the smaller side q
+            A, B = B, A
+        groups.setdefault((c.size, A.shape[1], B.shape[1]), []).append((i, A, B, c, swap))
+    for items in groups.values():
+        for chunk in _chunks(items):
+            if len(chunk) < BATCH_MIN or chunk[0][3].size > BATCH_MAX_ROWS:  # one by one
+                for i, A, B, c, swap in chunk:
+                    out[i] = _barrier_one(A, B, c, swap, target_gap, max_steps)
+                continue
+            A, B, c = (np.stack([it[k] for it in chunk]) for k in (1, 2, 3))
+            answers = _barrier_many(A, B, c, [it[4] for it in chunk], target_gap, max_steps)
+            for (i, *_), res in zip(chunk, answers, strict=True):
+                out[i] = res
+    return out
+
+
+def _chunks(items: list) -> list[list]:
+    """``items`` in consecutive chunks of at most ``BATCH_SIZE``, of sizes as equal as can be
+    (the last chunk of a path is its slowest instance's: small chunks pay the overhead)."""
+    count = -(-len(items) // BATCH_SIZE)
+    size = -(-len(items) // max(1, count))
+    return [items[k : k + size] for k in range(0, len(items), size)]
+
+
+class _Path:
+    """The state of :func:`solve_dual_barrier`'s path for the live instances of a batch:
+    ``idx`` (their places in the batch), their rows ``A``, ``B``, ``c``, ``AAt``, and per
+    instance ``lam``, ``t``, ``target``, ``phi_t``, ``phi_last``, ``G`` and ``L`` (the
+    Cholesky factor of ``I - G^T G``, a list: LAPACK's own arrays)."""
+
+    FIELDS = ("idx", "A", "B", "c", "AAt", "lam", "t", "target", "phi_t", "phi_last", "G")
+
+    def __init__(self, **arrays) -> None:
+        self.__dict__.update(arrays)
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Drop the instances outside ``mask``."""
+        if not mask.all():
+            for name in self.FIELDS:
+                setattr(self, name, getattr(self, name)[mask])
+            self.L = [Li for Li, m in zip(self.L, mask, strict=True) if m]
+
+
+def _barrier_many(A, B, c, swap, target_gap, max_steps) -> list[DualBarrierResult | None]:
+    """The path of :func:`solve_dual_barrier` for K instances of one shape (``A`` (K, N, p),
+    ``B`` (K, N, q), ``c`` (K, N), every ``c > 0``, ``q <= p``), each in its own order of
+    operations; instances leave the batch as they finish."""
+    K, N, p = A.shape
+    q = B.shape[2]
+    I_q = np.eye(q)
+    best: list[DualBarrierResult | None] = [None] * K
+    s1 = np.linalg.svd(A.mT @ B, compute_uv=False).max(axis=1)
+    live = s1 > 0
+    A, B, c, s1 = A[live], B[live], c[live], s1[live]
+    lam = (0.5 / s1)[:, None] * np.ones(N)
+    theta = N + p + q
+    t = theta / _dots(c, lam)
+    phi_last, G, L = _phi_many(A, B, c, lam, t, I_q)
+    path = _Path(
+        idx=np.flatnonzero(live), A=A, B=B, c=c, AAt=A @ A.mT, lam=lam, t=t,
+        target=np.full(t.size, target_gap), phi_t=t.copy(), phi_last=phi_last, G=G, L=L,
+    )  # fmt: skip
+    path.keep(np.array([Li is not None for Li in L], dtype=bool))
+    steps = 0
+    while steps < max_steps and path.idx.size:
+        P = path
+        S, y, delta, ok = _newton_many(P.A, P.B, P.c, P.lam, P.t, I_q, P.AAt, P.G, P.L)
+        steps += 1
+        cl = _dots(P.c, P.lam)
+        done = theta / (P.t * cl) <= P.target
+        keep = ok.copy()
+        for j in np.flatnonzero(ok & done & (delta <= FINAL_CENTERED)):
+            i = P.idx[j]
+            res = _result(P.A[j], P.B[j], P.c[j], P.lam[j], P.G[j], S[j], P.t[j], steps, swap[i])
+            best[i] = res if best[i] is None or res.gap < best[i].gap else best[i]
+            if res.gap <= ACCEPT_GAP or P.target[j] <= MIN_TARGET_GAP:
+                keep[j] = False
+            else:
+                P.target[j] /= 100.0  # the polish missed: follow the path further and retry
+                done[j] = False
+        path.keep(keep)
+        y, delta, done, cl = y[keep], delta[keep], done[keep], cl[keep]
+        if not P.idx.size:
+            break
+        phi0 = P.phi_last - (P.t - P.phi_t) * cl
+        lam, phi, G, L, ok = _line_search_many(P.A, P.B, P.c, P.lam, y, delta, P.t, phi0, I_q)
+        P.lam, P.phi_last, P.G, P.L = lam, phi, G, L
+        P.phi_t = P.t.copy()
+        grow = (delta <= CENTERED) & ~done
+        longer = P.t[grow] * T_FACTOR
+        last = theta / (P.target[grow] * _dots(P.c[grow], P.lam[grow]))
+        P.t[grow] = np.where(last < longer, last, longer)  # Python's min(longer, last)
+        path.keep(ok)
+    return best

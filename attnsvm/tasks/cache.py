@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from attnsvm.svm import SVMResult
+from attnsvm.svm import nuclear as svm_nuclear
 
 
 class SolveCache:
@@ -59,5 +60,24 @@ class SolveCache:
             if key not in self._store:
                 todo.setdefault(key, cons)
         answers = svm_frobenius_batched.solve_many(list(todo.values()), device)
+        for key, res in zip(todo, answers, strict=True):
+            self._store[key] = res
+
+    def solve_nuclear_many(self, solver, conss, frobenius) -> None:
+        """Store the nuclear answers of the distinct, new constraint sets among ``conss``
+        under ``solver`` (the :func:`~attnsvm.svm.nuclear.solve_nuclear` the cells look up),
+        solved together by :func:`attnsvm.svm.nuclear.solve_nuclear_many` (the same answers,
+        bit for bit), with ``frobenius`` the Frobenius answer of each set. Nothing is stored
+        when ``solver`` is another function (e.g. a test's wrapper): its cells solve alone."""
+        if solver is not svm_nuclear.solve_nuclear:
+            return
+        todo: dict[tuple, tuple] = {}
+        for cons, fro in zip(conss, frobenius, strict=True):
+            key = self._key(solver, cons)
+            if key not in self._store:
+                todo.setdefault(key, (cons, fro))
+        answers = svm_nuclear.solve_nuclear_many(
+            [c for c, _ in todo.values()], [f for _, f in todo.values()]
+        )
         for key, res in zip(todo, answers, strict=True):
             self._store[key] = res

@@ -107,7 +107,10 @@ def solve_group(
     t_solve = time.perf_counter()
     # Batched Frobenius solves need torch: only trained groups (torch already loaded) use them,
     # so SVM-only blocks (E3) keep their torch-free start-up.
-    presolve = _presolve_frobenius(results, c0.train, cache, device) if c0.train else 0.0
+    if c0.train:
+        presolve = _presolve_frobenius(results, c0.train, cache, device)
+    else:
+        presolve = _presolve_untrained(results, cache)
     bar = progress_bar(progress, len(results), "SVMs + metrics", "cell")
     for res in results:
         try:
@@ -168,6 +171,33 @@ def _presolve_frobenius(
     return (time.perf_counter() - t0) / max(1, len(results))
 
 
+def _presolve_untrained(results: list[CellResult], cache: SolveCache) -> float:
+    """Solve the SVMs of a group of untrained cells (E3) before the per-cell loop
+    (docs/science.md §4): the Frobenius SVM of each cell as :func:`_solve_and_measure` would,
+    then the nuclear SVMs of the linear-head cells together
+    (:meth:`SolveCache.solve_nuclear_many`: the same answers, bit for bit, with the interior
+    point methods run in batches). A cell whose rows or Frobenius SVM fail here is left to
+    :func:`_solve_and_measure`, which records its error; if the batched solve itself fails,
+    the nuclear SVMs are solved per cell as before (a warning says so). Returns the seconds
+    per cell."""
+    t0 = time.perf_counter()
+    conss, hints = [], []
+    for res in results:
+        try:
+            for con in {id(c): c for c in _svm_constraints(res, False).values()}.values():
+                fro = cache.solve(solve_frobenius, con)
+                if res.cell.head == "linear":
+                    conss.append(con)
+                    hints.append(fro)
+        except Exception:  # noqa: BLE001 - recorded per cell by _solve_and_measure
+            continue
+    try:
+        cache.solve_nuclear_many(solve_nuclear, conss, hints)
+    except Exception as exc:  # noqa: BLE001 - the per-cell solves still run
+        log.warning("batched nuclear SVM solve failed (%r); solving per cell", exc)
+    return (time.perf_counter() - t0) / max(1, len(results))
+
+
 def _svm_constraints(res: CellResult, trained: bool) -> dict:
     """Att-SVM constraints of GD's selection alpha (set on ``res`` when trained) and of opt."""
     if trained:
@@ -223,8 +253,9 @@ def _solve_and_measure(res: CellResult, trained: bool, cache: SolveCache | None 
             # an answer without a certificate (optimal_inaccurate, solver_error) is not solved:
             # no rank, no objective, and feasible_* NaN (neither feasible nor infeasible; issue 12)
             W = r.W if r.solved else None
+            s = M.singular_values(W) if W is not None and np.all(np.isfinite(W)) else None
             measured[id(r)] = (
-                M.rank(W, cell.rank_tol), M.effective_rank(W),
+                M.rank(W, cell.rank_tol, s), M.effective_rank(W, s),
                 r.objective if r.solved else np.nan, feasible_flag(r),
             )  # fmt: skip
         vals = measured[id(r)]

@@ -39,25 +39,27 @@ def singular_values(W: np.ndarray) -> np.ndarray:
     return np.linalg.svd(np.asarray(W, dtype=np.float64), compute_uv=False)
 
 
-def rank(W: np.ndarray | None, rel_tol: float = 1e-6) -> int:
+def rank(W: np.ndarray | None, rel_tol: float = 1e-6, s: np.ndarray | None = None) -> int:
     """Number of singular values with ``sigma_i / sigma_1 > rel_tol`` (docs/science.md §5).
 
     The tolerance is relative (docs/science.md §7: absolute tolerances are a known pitfall).
-    Returns -1 for a missing matrix (an infeasible SVM has no rank, never rank 1).
+    Returns -1 for a missing matrix (an infeasible SVM has no rank, never rank 1). ``s``:
+    W's :func:`singular_values` when the caller has them (the same numbers).
     """
     if W is None or not np.all(np.isfinite(W)):
         return -1
-    s = singular_values(W)
+    s = singular_values(W) if s is None else s
     if s.size == 0 or s[0] == 0:
         return 0
     return int(np.sum(s / s[0] > rel_tol))
 
 
-def effective_rank(W: np.ndarray | None) -> float:
-    """Effective rank ``exp(H(p))``, ``p = sigma / sum(sigma)`` (Roy & Vetterli 2007)."""
+def effective_rank(W: np.ndarray | None, s: np.ndarray | None = None) -> float:
+    """Effective rank ``exp(H(p))``, ``p = sigma / sum(sigma)`` (Roy & Vetterli 2007; ``s``:
+    W's :func:`singular_values` when the caller has them)."""
     if W is None or not np.all(np.isfinite(W)):
         return float("nan")
-    s = singular_values(W)
+    s = singular_values(W) if s is None else s
     if s.sum() == 0:
         return 0.0
     p = s / s.sum()
