@@ -26,6 +26,7 @@ from attnsvm.config.errors import ConfigError
 from attnsvm.config.fields import DEFAULTS
 from attnsvm.config.grid import Block, Experiment
 from attnsvm.report.figures import FIGURES, PAPER_FIGURES, figure_tasks
+from attnsvm.sweep.collect import read_workers
 from attnsvm.sweep.derived import (
     blocks_digest,
     check_record,
@@ -94,6 +95,7 @@ def parse_experiment(
 
 
 JOB_STARTUP_SECONDS = 3.0
+COLLECT_THREADS = 2  # most processes of a collect job (2 fit any node; workflow/profiles)
 RESULTS_PRIORITY = 10_000  # above any block's priority (one per experiment)
 LOCAL_HOURS_WARN = 12.0
 BLOCK_MINUTES_WARN = 24 * 60
@@ -176,6 +178,14 @@ class Plan:
         """
         rank = len(self.experiments) - list(self.experiments).index(exp)
         return rank + (RESULTS_PRIORITY if results else 0)
+
+    def collect_threads(self, exp: str) -> int:
+        """Threads of the collect job of ``exp``: the processes it reads block stores with
+        (:func:`attnsvm.sweep.collect.read_workers`, at most ``COLLECT_THREADS``). An
+        experiment of fewer than 200 blocks is read by one, so its collect takes one core and
+        runs beside the block jobs instead of waiting for two free cores (on 2 cores, until
+        every block was done)."""
+        return read_workers(len(self._blocks[exp]), COLLECT_THREADS)
 
     def block_seconds(self, exp: str) -> dict[str, float]:
         """Predicted seconds of every block job of ``exp``, start-up included (rough)."""

@@ -134,6 +134,24 @@ def test_parallel_collect_equals_serial(stores, experiment, monkeypatch):
     xr.testing.assert_identical(serial, parallel)
 
 
+def test_collect_asks_for_the_cores_it_reads_with():
+    """The collect job's threads are the processes that read its block stores: one below
+    2 x PARALLEL_MIN_BLOCKS stores (so that on 2 cores it runs beside a block job instead of
+    waiting for both cores), at most COLLECT_THREADS."""
+    from attnsvm.plan import COLLECT_THREADS, Plan
+    from attnsvm.sweep.collect import PARALLEL_MIN_BLOCKS, read_workers
+
+    assert COLLECT_THREADS == 2
+    assert [read_workers(n, 2) for n in (0, 1, 199, 200, 10**4)] == [1, 1, 1, 2, 2]
+    assert read_workers(10**4, 8) == 8 and read_workers(10**4, 1) == 1
+    fixed = {"n": 3, "T": 3, "d": 3, "iterations": 5}
+    sizes = {"few": 2 * PARALLEL_MIN_BLOCKS - 1, "many": 2 * PARALLEL_MIN_BLOCKS}
+    experiments = {k: {"fixed": fixed, "seeds": n, "block_size": 1} for k, n in sizes.items()}
+    plan = Plan.from_config({"experiments": experiments})
+    assert {k: len(plan.blocks(k)) for k in sizes} == sizes
+    assert plan.collect_threads("few") == 1 and plan.collect_threads("many") == 2
+
+
 def test_sweep_roundtrip_and_summary(stores, experiment, tmp_path):
     from attnsvm.sweep.store import write_atomic
 

@@ -72,6 +72,10 @@ def results_priority(wildcards):
     return PLAN.priority(wildcards.experiment, results=True)
 
 
+def collect_threads(wildcards):
+    return PLAN.collect_threads(wildcards.experiment)
+
+
 def block_stores(wildcards):
     return PLAN.block_paths(wildcards.experiment)
 

@@ -33,9 +33,10 @@ rule collect:
     priority: results_priority
     conda:
         "../envs/attnsvm.yaml"
-    # block stores are read by up to `threads` processes (from 100 stores per process on);
-    # 2 fits any node (the SLURM profile sets it), more only pays for thousands of blocks
-    threads: 2
+    # block stores are read by up to 2 processes, from 100 stores per process on (the SLURM
+    # profile sets 2; more only pays for thousands of blocks): a smaller experiment's collect
+    # takes one core, beside the block jobs
+    threads: collect_threads
     params:
         experiment=experiment_settings,
         version=attnsvm.__version__,
