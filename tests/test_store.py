@@ -242,25 +242,29 @@ def test_packed_blocks_collect_to_the_same_sweep(tmp_path, experiment, stores):
 
 def test_paths_are_the_one_layout_of_the_workflow():
     """attnsvm.sweep.paths: what the rules (wildcards left) and the library (filled) use."""
-    from attnsvm.sweep.paths import LAYOUT, Paths
+    from attnsvm.sweep.paths import LAYOUT, Paths, in_figures
 
     p = Paths("results")
     assert p.pattern("block") == "results/{experiment}/blocks/{block}.zarr"
     assert p.pattern("block_log") == "results/{experiment}/logs/block/{block}.log"
     assert p.pattern("figure", ext="png") == "results/{experiment}/figures/{figure}.png"
-    assert p.pattern("figure_log") == "results/{experiment}/logs/figure_{figure}.log"
+    assert p.pattern("figures") == "results/{experiment}/figures"
+    assert p.pattern("derive_log") == "results/{experiment}/logs/derive.log"
     assert p.block("e1", "b") == "results/e1/blocks/b.zarr"
     assert p.sweep("e1") == "results/e1/sweep.zarr"
     assert p.summary("e1") == "results/e1/summary.nc"
     assert p.figure("e1", "e1", "pdf") == "results/e1/figures/e1.pdf"
+    # the derive job names a figure's files under the folder it is given, as the layout does
+    for name, values in (("figure", {"ext": "png"}), ("caption", {})):
+        folder = in_figures(p.figures("e1"), name, figure="e1", **values)
+        assert str(folder) == p.get(name, experiment="e1", figure="e1", **values)
+    with pytest.raises(KeyError, match="summary"):
+        in_figures(p.figures("e1"), "summary")
     assert p.status_table("e1") == "results/e1/status.html"
     assert p.run_info() == "results/run_info.rst"
-    assert [log for log, _ in p.result_jobs("x", ["e2"])] == [
-        "results/x/logs/collect.log",
-        "results/x/logs/summarize.log",
-        "results/x/logs/status_table.log",
-        "results/x/logs/claims.log",
-        "results/x/logs/figure_e2.log",
+    assert p.result_jobs("x") == [
+        ("results/x/logs/collect.log", "results/x/sweep.zarr/zarr.json"),
+        ("results/x/logs/derive.log", "results/x/claims.json.digest.json"),
     ]
     with pytest.raises(KeyError, match="block"):
         p.get("block", experiment="e1")
