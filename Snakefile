@@ -1,4 +1,4 @@
-# attnsvm sweep workflow: config grid -> block jobs -> Zarr -> summaries -> figures -> report.
+# attnsvm sweep workflow: config grid -> block jobs -> Zarr -> summaries, figures -> report.
 # Rules live in workflow/rules/; every script calls one attnsvm library function.
 from snakemake.utils import min_version
 
@@ -17,8 +17,7 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/sweep.smk"
-include: "workflow/rules/figures.smk"
-include: "workflow/rules/claims.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:

@@ -26,6 +26,7 @@ from attnsvm.config.errors import ConfigError
 from attnsvm.config.fields import DEFAULTS
 from attnsvm.config.grid import Block, Experiment
 from attnsvm.report.figures import FIGURES, PAPER_FIGURES, figure_tasks
+from attnsvm.sweep.collect import read_workers
 from attnsvm.sweep.derived import (
     blocks_digest,
     check_record,
@@ -94,6 +95,7 @@ def parse_experiment(
 
 
 JOB_STARTUP_SECONDS = 3.0
+COLLECT_THREADS = 2  # most processes of a collect job (2 fit any node; workflow/profiles)
 RESULTS_PRIORITY = 10_000  # above any block's priority (one per experiment)
 LOCAL_HOURS_WARN = 12.0
 BLOCK_MINUTES_WARN = 24 * 60
@@ -177,6 +179,14 @@ class Plan:
         rank = len(self.experiments) - list(self.experiments).index(exp)
         return rank + (RESULTS_PRIORITY if results else 0)
 
+    def collect_threads(self, exp: str) -> int:
+        """Threads of the collect job of ``exp``: the processes it reads block stores with
+        (:func:`attnsvm.sweep.collect.read_workers`, at most ``COLLECT_THREADS``). An
+        experiment of fewer than 200 blocks is read by one, so its collect takes one core and
+        runs beside the block jobs instead of waiting for two free cores (on 2 cores, until
+        every block was done)."""
+        return read_workers(len(self._blocks[exp]), COLLECT_THREADS)
+
     def block_seconds(self, exp: str) -> dict[str, float]:
         """Predicted seconds of every block job of ``exp``, start-up included (rough)."""
         return {
@@ -208,10 +218,11 @@ class Plan:
         workflow recomputes those blocks (:func:`attnsvm.sweep.integrity.repair_blocks`); a sweep
         store that does not verify, lacks a block store, is another experiment's or was
         collected from other block stores is removed with its summary (they are rebuilt;
-        Snakemake would not rerun collect otherwise). A summary, figure or status table whose
-        digest record (:mod:`attnsvm.sweep.derived`) does not match its files or its inputs is
-        removed, so that Snakemake rebuilds it. Returns the warnings, each naming a path;
-        ``dry_run`` only reports.
+        Snakemake would not rerun collect otherwise). A summary, status table or claims ledger
+        whose digest record (:mod:`attnsvm.sweep.derived`) does not match its files or its
+        inputs is removed, a figure that does not (or is absent) with its whole figures folder,
+        so that Snakemake reruns the experiment's derive job, which rebuilds them. Returns the
+        warnings, each naming a path; ``dry_run`` only reports.
         """
         out = []
         for exp in self.experiments:
@@ -329,21 +340,26 @@ class Plan:
                 summary_sha = verified_summary(summary, sweep)
             except StoreError as err:
                 drop(summary_files, summary, f"does not check out ({err})")
-                return out  # figures and table are rebuilt after the new summary
+                return out  # the derive job rebuilds figures, table and claims with it
         elif not os.path.lexists(sweep):
             return out
-        for fig in self.experiments[exp].figures:
-            files = [Path(self.paths.figure(exp, fig, e)) for e in ("pdf", "png")]
-            files.append(Path(self.paths.get("caption", experiment=exp, figure=fig)))
-            record = figure_record(files[1])
-            if not any(os.path.lexists(p) for p in (*files, record)):
-                continue
-            try:
-                inputs = {"summary": summary_sha, "sweep": sweep_digest(sweep),
-                          "code": figure_code_digest(fig)}  # fmt: skip
-                check_record(record, "figure", exp, inputs)
-            except StoreError as err:
-                drop([*files, record], files[1], f"does not check out ({err})")
+        folder = Path(self.paths.figures(exp))
+        if os.path.lexists(folder):
+            # one output of the derive job: a figure that does not check out (or is absent)
+            # takes the folder with it, so that Snakemake reruns the job
+            for fig in self.experiments[exp].figures:
+                files = [Path(self.paths.figure(exp, fig, e)) for e in ("pdf", "png")]
+                files.append(Path(self.paths.get("caption", experiment=exp, figure=fig)))
+                record = figure_record(files[1])
+                try:
+                    if not any(os.path.lexists(p) for p in (*files, record)):
+                        raise StoreError(files[1], "missing (none of the figure's files is there)")
+                    inputs = {"summary": summary_sha, "sweep": sweep_digest(sweep),
+                              "code": figure_code_digest(fig)}  # fmt: skip
+                    check_record(record, "figure", exp, inputs)
+                except StoreError as err:
+                    drop([folder], files[1], f"does not check out ({err}), with {folder}")
+                    break
         table = Path(self.paths.status_table(exp))
         if os.path.lexists(table) or os.path.lexists(record_of(table)):
             try:
@@ -376,7 +392,8 @@ class Plan:
         )  # key order kept: axis order defines block names and sweep dims
 
     def claims_config(self, exp: str) -> str:
-        """The experiment's claims as canonical JSON (a change reruns only its claims job)."""
+        """The experiment's claims as canonical JSON (a change reruns its derive job: the
+        summary, figures and status table are rewritten with the same values)."""
         return claims_json(self.experiments[exp].claims)
 
     def estimated_seconds(self) -> float:
@@ -431,6 +448,15 @@ class Plan:
             for name, exp in self.experiments.items()
         }
 
+    def figure_captions(self, exp: str) -> dict[str, str]:
+        """``{figure: its caption file}`` of ``exp``, in the experiment's order: the figures
+        its derive job draws (a change of the list reruns the job) and the files the report's
+        figure captions include."""
+        return {
+            fig: self.paths.get("caption", experiment=exp, figure=fig)
+            for fig in self.experiments[exp].figures
+        }
+
     def figure_labels(self, exp: str, fig: str) -> dict[str, str]:
         """Labels of a figure in the report's result list."""
         title = f"figure {fig.upper()}" if fig in PAPER_FIGURES else f"figure {fig}"
@@ -438,11 +464,10 @@ class Plan:
 
     def final_outputs(self) -> list[str]:
         out = [self.paths.run_info(), self.paths.claims_rst(), self.paths.claims_page()]
-        for name, exp in self.experiments.items():
-            out += [self.paths.summary(name), self.paths.status_table(name)]
-            out += [self.paths.claims(name), self.paths.claims_table(name)]
-            for fig in exp.figures:
-                out += [self.paths.figure(name, fig, "pdf"), self.paths.figure(name, fig, "png")]
+        for name in self.experiments:
+            out += [self.paths.summary(name), self.paths.figures(name)]
+            out += [self.paths.status_table(name), self.paths.claims(name)]
+            out += [self.paths.claims_table(name)]
         return out
 
 

@@ -117,7 +117,7 @@ def _open_summary(path: Path, experiment: str, chunks: Any) -> xr.Dataset:
     """The summary, checked against its digest record and its own checksum, decoded lazily
     from an image of the file in memory.
 
-    The file is read once and closed: no handle stays open (a rerun's summarize can replace
+    The file is read once and closed: no handle stays open (a rerun's derive job can replace
     the file), and netCDF-C / HDF5 cannot trip over the same file opened and closed several
     times in one process, which here ends in "NetCDF: HDF error" or a crash
     (tests/test_results.py). A summary holds statistics per grid point: small next to its

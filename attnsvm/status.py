@@ -53,8 +53,8 @@ BRIDGE_SECONDS = 30.0
 interpreter start-up before a job's log opens, other load); longer ones are idle time between
 runs and do not (see :func:`estimate_remaining`)."""
 RESULT_JOB_SECONDS = 4.0
-"""Assumed wall time of one collect / summarize / status_table / figure job (start-up
-included) until the results of an experiment exist; see :func:`estimate_remaining`."""
+"""Assumed wall time of one collect or derive job (start-up included) until the results of
+an experiment exist; see :func:`estimate_remaining`."""
 
 
 def _store_info(p: Path) -> tuple[float, dict[str, int], bool, tuple[float, float] | None]:
@@ -255,7 +255,7 @@ def estimate_remaining(
 
     ``scans``: :func:`scan_experiment` per experiment; ``predicted``: the plan's relative
     cost of every block (:meth:`attnsvm.plan.Plan.block_seconds`); ``pending_results``:
-    collect / summarize / status / figure jobs not yet done per experiment; ``result_jobs``:
+    collect and derive jobs not yet done per experiment; ``result_jobs``:
     (start, end) of the finished ones (their mean wall time replaces ``RESULT_JOB_SECONDS``).
 
     Every finished block job measured its wall time, start-up included (job start to store
@@ -269,10 +269,9 @@ def estimate_remaining(
     included, longer ones are idle time between runs) minus the jobs' wall times, per job.
 
     ``result_chains``: per experiment, how many of its result jobs still have to run one
-    after the other (collect, then summarize, then the status table and figures side by
-    side: 3, 2, 1 or 0). The longest chain is the sweep's tail, which runs on one core
-    after the last block: the overall estimate adds it at full length instead of dividing
-    it by the concurrency.
+    after the other (collect, then derive: 2, 1 or 0). The longest chain is the sweep's tail,
+    which runs on one core after the last block: the overall estimate adds it at full length
+    instead of dividing it by the concurrency.
     """
     now = time.time() if now is None else now
     walls: dict[str, list[tuple[float, float]]] = {}  # exp -> [(wall, planned)]
@@ -355,19 +354,15 @@ def _result_job_times(plan: StatusPlan, exp: str) -> list[tuple[float, float]]:
 
 
 def _result_chain(plan: StatusPlan, exp: str) -> int:
-    """Result jobs of ``exp`` still to run one after the other: 3 (collect pending), 2
-    (summarize pending), 1 (a status table, claims ledger or figure pending) or 0."""
-    jobs = plan.result_jobs[exp]  # collect, summarize, then status table, claims, figures
+    """Result jobs of ``exp`` still to run one after the other: 2 (collect pending), 1
+    (derive pending) or 0."""
+    jobs = plan.result_jobs[exp]  # collect, then derive
     pending = [not Path(output).exists() for _, output in jobs]
-    if pending[0]:
-        return 3
-    if pending[1]:
-        return 2
-    return int(any(pending[2:]))
+    return len(pending) - pending.index(True) if any(pending) else 0
 
 
 def _pending_results(plan: StatusPlan, exp: str) -> int:
-    """Result jobs of ``exp`` (collect, summarize, status table, claims, figures) not done."""
+    """Result jobs of ``exp`` (collect, derive) not done."""
     return sum(not Path(output).exists() for _, output in plan.result_jobs[exp])
 
 

@@ -41,9 +41,8 @@ class StatusPlan:
     """What ``attnsvm status`` needs from a plan (:class:`attnsvm.plan.Plan`).
 
     ``blocks``: ``{experiment: {block: [cells, cells digest, predicted job seconds]}}`` in
-    config order; ``result_jobs``: ``{experiment: [[log, output], ...]}`` of its collect,
-    summarize, status table, claims and figure jobs
-    (:meth:`attnsvm.sweep.paths.Paths.result_jobs`).
+    config order; ``result_jobs``: ``{experiment: [[log, output], ...]}`` of its collect and
+    derive jobs (:meth:`attnsvm.sweep.paths.Paths.result_jobs`).
     """
 
     results: str
@@ -60,10 +59,7 @@ class StatusPlan:
                 name: [len(b.cells), digests[name], seconds[name]]
                 for name, b in plan.blocks(exp).items()
             }
-        jobs = {
-            exp: [list(j) for j in plan.paths.result_jobs(exp, e.figures)]
-            for exp, e in plan.experiments.items()
-        }
+        jobs = {exp: [list(j) for j in plan.paths.result_jobs(exp)] for exp in plan.experiments}
         return cls(str(plan.results), blocks, jobs)
 
     def to_dict(self) -> dict[str, Any]:

@@ -29,8 +29,8 @@ Sections (``--sections``, comma-separated; default all):
 * nuc: one nuclear SVM at (n, T, d) = (50, 20, 100) (950 rows): the official ``W_svm_solver``
   (cvxpy's default solver) vs :func:`attnsvm.svm.solve_nuclear` (certified duality gap).
 * paper: the whole reproduction. attnsvm: ``snakemake --cores N --configfile
-  config/paper.yaml`` into an empty results directory (every block, collect, summary, figure
-  and report job), wall time. Official: the sum of the notebooks' times at attnsvm's counts,
+  config/paper.yaml`` into an empty results directory (every block, collect, derive and
+  report job), wall time. Official: the sum of the notebooks' times at attnsvm's counts,
   E1 (visualization1.ipynb, once), E2 and E3 (from the sections above, measured here if not
   selected), E4 (multi_token_converge.ipynb, relu head, ``--e4-seeds`` successful runs per
   d, scaled to 500 per d; its failed attempts are counted, as the notebook pays for them) and

@@ -414,3 +414,80 @@ def test_summary_carries_its_own_checksum_checked_by_its_consumers(tiny_copy, tm
     write_record(record_of(summary), "summary", EXP, [summary], record["inputs"])
     with pytest.raises(StoreError, match="carries no checksum"):
         verified_summary(summary)
+
+
+def _derive(plan: Plan, exp: str) -> None:
+    """What the derive rule runs for ``exp`` (workflow/scripts/derive.py)."""
+    from attnsvm.report.derive import write_derived
+
+    p = plan.paths
+    write_derived(p.sweep(exp), exp, plan.claims_config(exp), list(plan.figure_captions(exp)),
+                  p.summary(exp), p.figures(exp), p.status_table(exp), p.claims(exp),
+                  p.claims_table(exp))  # fmt: skip
+
+
+def test_derive_writes_every_output_as_its_own_function_does(tiny_copy, tmp_path):
+    """One process per experiment (the derive rule) writes the summary, every figure and its
+    caption, the status table and the claims ledger as each library function writes it alone,
+    each with a digest record that checks out (the repair step keeps them all)."""
+    from attnsvm.claims.ledger import write_ledger
+    from attnsvm.report.draw import make_figure
+    from attnsvm.report.status_table import write_status_table
+    from attnsvm.sweep.summary import write_summary
+
+    _, plan = tiny_copy
+    p = plan.paths
+    for exp in plan.experiments:
+        _derive(plan, exp)
+        alone = tmp_path / exp
+        alone.mkdir()
+        write_summary(p.sweep(exp), alone / "summary.nc")
+        write_status_table(alone / "summary.nc", alone / "status.html")
+        write_ledger(p.sweep(exp), plan.claims_config(exp), exp, alone / "c.json", alone / "c.csv")
+        with xr.open_dataset(p.summary(exp)) as a, xr.open_dataset(alone / "summary.nc") as b:
+            xr.testing.assert_identical(a.load(), b.load())
+        figures = list(plan.figure_captions(exp))
+        kinds = ("pdf", "png", "caption.rst", "digest.json")
+        files = sorted(f.name for f in Path(p.figures(exp)).iterdir())
+        assert figures and files == sorted(f"{fig}.{ext}" for fig in figures for ext in kinds)
+        for fig in figures:
+            make_figure(fig, p.sweep(exp), alone / "summary.nc", alone / "f.pdf",
+                        alone / "f.png", alone / "f.rst")  # fmt: skip
+            assert Path(p.figure(exp, fig, "png")).read_bytes() == (alone / "f.png").read_bytes()
+            assert Path(plan.figure_captions(exp)[fig]).read_text() == (alone / "f.rst").read_text()
+
+        def html(path):
+            return re.sub(r"T_[0-9a-f]{5}", "T_", Path(path).read_text())
+
+        assert html(p.status_table(exp)) == html(alone / "status.html")
+        assert Path(p.claims(exp)).read_text() == (alone / "c.json").read_text()
+        assert Path(p.claims_table(exp)).read_text() == (alone / "c.csv").read_text()
+    assert plan.repair() == []
+
+
+def test_a_figure_that_does_not_check_out_takes_its_folder(tiny_copy):
+    """The figures folder is one output of the derive job: Snakemake reruns the job only when
+    an output is missing, so a figure that does not check out, or is absent from the folder,
+    removes the whole folder (a dry run only names it); the other outputs and the other
+    experiment stay."""
+    _, plan = tiny_copy
+    for exp in plan.experiments:
+        _derive(plan, exp)
+    folder = Path(plan.paths.figures(EXP))
+    png = Path(plan.paths.figure(EXP, "e1", "png"))
+    for name in ("e1.pdf", "e1.png", "e1.caption.rst", "e1.digest.json"):
+        (folder / name).unlink()  # the figure is gone, its folder is not
+    dry = plan.repair(dry_run=True)
+    assert len(dry) == 1 and str(png) in dry[0] and str(folder) in dry[0], dry
+    assert "missing" in dry[0] and "will be rebuilt" in dry[0] and folder.is_dir()
+    warnings = plan.repair()
+    assert len(warnings) == 1 and str(folder) in warnings[0] and not folder.exists(), warnings
+    assert Path(plan.paths.summary(EXP)).exists() and Path(plan.paths.claims(EXP)).exists()
+    assert Path(plan.paths.figures(OTHER)).is_dir()
+    _derive(plan, EXP)
+    assert plan.repair() == []
+    # an edited caption: its figure does not check out, the folder goes
+    caption = Path(plan.figure_captions(EXP)["e1"])
+    caption.write_text(caption.read_text() + "edited\n")
+    warnings = plan.repair()
+    assert len(warnings) == 1 and caption.name in warnings[0] and not folder.exists(), warnings

@@ -76,7 +76,7 @@ def test_estimate_from_measured_wall_times_and_concurrency():
     # 2 slots x 32 s (gaps bridged) hold 28 s of measured jobs: 36 s unseen over 4 jobs
     assert est["overhead_per_job"] == pytest.approx(9.0)
     assert est["experiments"]["a"] == pytest.approx((2 * 5.0 + 9.0 + 4.0 + 9.0) / 2)
-    # the longest chain of result jobs (collect -> summarize -> figures) runs on one core
+    # the longest chain of result jobs (collect -> derive) runs on one core
     chained = estimate_remaining(
         scans, planned, {"a": 1, "b": 3}, [(20.0, 26.0), (30.0, 32.0)], now=32.0,
         result_chains={"a": 1, "b": 3},
@@ -128,8 +128,8 @@ def test_status_defaults_to_config_config_yaml_and_prints_an_overall_line(tmp_pa
     assert "from 1 measured jobs" in lines[-1]
     js = subprocess.run(cmd + ["--json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     overall = json.loads(js.stdout)["overall"]
-    # 4 blocks left at the measured 12 s / planned ratio, plus 2 x 4 result jobs (collect,
-    # summarize, status table, claims), on 1 job
+    # 4 blocks left at the measured 12 s / planned ratio, plus 2 x 2 result jobs (collect,
+    # derive), on 1 job
     ratio = 12.0 / plan.block_seconds("a")[a_blocks[0]]
     left = sum(
         ratio * plan.block_seconds(e)[b]
@@ -137,4 +137,4 @@ def test_status_defaults_to_config_config_yaml_and_prints_an_overall_line(tmp_pa
         for b in plan.blocks(e)
         if b != a_blocks[0]
     )
-    assert overall["estimated_remaining_seconds"] == pytest.approx(left + 8 * RESULT_JOB_SECONDS)
+    assert overall["estimated_remaining_seconds"] == pytest.approx(left + 4 * RESULT_JOB_SECONDS)

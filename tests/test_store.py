@@ -134,6 +134,24 @@ def test_parallel_collect_equals_serial(stores, experiment, monkeypatch):
     xr.testing.assert_identical(serial, parallel)
 
 
+def test_collect_asks_for_the_cores_it_reads_with():
+    """The collect job's threads are the processes that read its block stores: one below
+    2 x PARALLEL_MIN_BLOCKS stores (so that on 2 cores it runs beside a block job instead of
+    waiting for both cores), at most COLLECT_THREADS."""
+    from attnsvm.plan import COLLECT_THREADS, Plan
+    from attnsvm.sweep.collect import PARALLEL_MIN_BLOCKS, read_workers
+
+    assert COLLECT_THREADS == 2
+    assert [read_workers(n, 2) for n in (0, 1, 199, 200, 10**4)] == [1, 1, 1, 2, 2]
+    assert read_workers(10**4, 8) == 8 and read_workers(10**4, 1) == 1
+    fixed = {"n": 3, "T": 3, "d": 3, "iterations": 5}
+    sizes = {"few": 2 * PARALLEL_MIN_BLOCKS - 1, "many": 2 * PARALLEL_MIN_BLOCKS}
+    experiments = {k: {"fixed": fixed, "seeds": n, "block_size": 1} for k, n in sizes.items()}
+    plan = Plan.from_config({"experiments": experiments})
+    assert {k: len(plan.blocks(k)) for k in sizes} == sizes
+    assert plan.collect_threads("few") == 1 and plan.collect_threads("many") == 2
+
+
 def test_sweep_roundtrip_and_summary(stores, experiment, tmp_path):
     from attnsvm.sweep.store import write_atomic
 
@@ -224,25 +242,29 @@ def test_packed_blocks_collect_to_the_same_sweep(tmp_path, experiment, stores):
 
 def test_paths_are_the_one_layout_of_the_workflow():
     """attnsvm.sweep.paths: what the rules (wildcards left) and the library (filled) use."""
-    from attnsvm.sweep.paths import LAYOUT, Paths
+    from attnsvm.sweep.paths import LAYOUT, Paths, in_figures
 
     p = Paths("results")
     assert p.pattern("block") == "results/{experiment}/blocks/{block}.zarr"
     assert p.pattern("block_log") == "results/{experiment}/logs/block/{block}.log"
     assert p.pattern("figure", ext="png") == "results/{experiment}/figures/{figure}.png"
-    assert p.pattern("figure_log") == "results/{experiment}/logs/figure_{figure}.log"
+    assert p.pattern("figures") == "results/{experiment}/figures"
+    assert p.pattern("derive_log") == "results/{experiment}/logs/derive.log"
     assert p.block("e1", "b") == "results/e1/blocks/b.zarr"
     assert p.sweep("e1") == "results/e1/sweep.zarr"
     assert p.summary("e1") == "results/e1/summary.nc"
     assert p.figure("e1", "e1", "pdf") == "results/e1/figures/e1.pdf"
+    # the derive job names a figure's files under the folder it is given, as the layout does
+    for name, values in (("figure", {"ext": "png"}), ("caption", {})):
+        folder = in_figures(p.figures("e1"), name, figure="e1", **values)
+        assert str(folder) == p.get(name, experiment="e1", figure="e1", **values)
+    with pytest.raises(KeyError, match="summary"):
+        in_figures(p.figures("e1"), "summary")
     assert p.status_table("e1") == "results/e1/status.html"
     assert p.run_info() == "results/run_info.rst"
-    assert [log for log, _ in p.result_jobs("x", ["e2"])] == [
-        "results/x/logs/collect.log",
-        "results/x/logs/summarize.log",
-        "results/x/logs/status_table.log",
-        "results/x/logs/claims.log",
-        "results/x/logs/figure_e2.log",
+    assert p.result_jobs("x") == [
+        ("results/x/logs/collect.log", "results/x/sweep.zarr/zarr.json"),
+        ("results/x/logs/derive.log", "results/x/claims.json.digest.json"),
     ]
     with pytest.raises(KeyError, match="block"):
         p.get("block", experiment="e1")

@@ -61,9 +61,14 @@ def test_test_config_dry_run(tmp_path):
     proc = snakemake(wd, "--configfile", ".test/config/config.yaml", "-n")
     assert proc.returncode == 0, proc.stderr[-3000:]
     config = load_test_config()
+    from attnsvm.plan import Plan
+
+    plan = Plan.from_config(config)
     for name, exp in config["experiments"].items():
-        for fig in exp["figures"]:
-            assert f"{config['results']}/{name}/figures/{fig}.png" in proc.stdout, (name, fig)
+        # one derive job per experiment draws its figures into its figures folder
+        assert f"{config['results']}/{name}/figures" in proc.stdout, name
+        assert list(plan.figure_captions(name)) == exp["figures"], name
+    assert proc.stdout.count("rule derive:") == len(config["experiments"])
 
 
 @pytest.mark.parametrize(
@@ -253,7 +258,7 @@ def test_default_sweep_end_to_end_with_report(tmp_path):
     blocks = sum(exp.n_blocks for exp in exps.values())
     assert tree.attrs["blocks"] == blocks and tree.attrs["attnsvm_versions"] == [__version__]
     for name, exp in exps.items():
-        # every experiment's claims job writes a ledger (empty where it states none); its
+        # every experiment's derive job writes a ledger (empty where it states none); its
         # rows (a claim's verdict, then its pooled and per-point evidence) name each claim
         assert sorted(tree[name].children) == ["claims", "summary", "sweep"], name
         ledger = tree[f"{name}/claims"]

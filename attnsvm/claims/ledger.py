@@ -1,6 +1,6 @@
 """The claims ledger on disk: ``claims.json`` and the tidy ``claims.csv`` of an experiment.
 
-:func:`write_ledger` is the library function of the workflow's ``claims`` rule: it reads the
+:func:`write_ledger` writes the ledger for the workflow's ``derive`` rule: it reads the
 experiment's sweep store (verified, :func:`attnsvm.sweep.integrity.load_verified`), evaluates
 its claims (:mod:`attnsvm.claims.evaluate`) and writes
 

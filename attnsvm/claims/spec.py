@@ -72,7 +72,7 @@ def trend_values(
 
 
 def claims_json(claims: Sequence[ClaimModel]) -> str:
-    """The claims of an experiment as canonical JSON (the claims rule's params)."""
+    """The claims of an experiment as canonical JSON (the derive rule's params)."""
     return json.dumps([c.model_dump(mode="json") for c in claims])
 
 

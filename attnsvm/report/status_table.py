@@ -1,7 +1,7 @@
 """The report's status table: cells per status (and convergence type) per grid point, as HTML.
 
 Read from an experiment's ``summary.nc`` (its ``count_*`` variables; docs/store.md) by the
-workflow's ``status_table`` rule; :mod:`attnsvm.status` is the command line's view of
+workflow's ``derive`` rule; :mod:`attnsvm.status` is the command line's view of
 the results directory while a sweep runs.
 """
 
@@ -101,7 +101,8 @@ def write_status_table(summary_path: str | os.PathLike, out: str | os.PathLike) 
     table's own record (the summary's SHA-256, docs/store.md) is written last."""
     record_of(out).unlink(missing_ok=True)
     summary_sha = verified_summary(summary_path)
-    summary = xr.open_dataset(summary_path).load()
+    with xr.open_dataset(summary_path) as ds:  # closed: the derive job's process goes on
+        summary = ds.load()
     frame = status_frame(summary)
     total = summary["count_status"].sum([d for d in summary["count_status"].dims if d != "status"])
     totals = ", ".join(f"{s}: {int(total.sel(status=s))}" for s in codes.CELL_STATUS)

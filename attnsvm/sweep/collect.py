@@ -89,6 +89,13 @@ def _check_identity(block: Block, path: str | os.PathLike, ds: xr.Dataset) -> No
         raise StoreError(path, f"seeds {ds['seed'].values.tolist()} != {block.seeds}")
 
 
+def read_workers(n_blocks: int, workers: int) -> int:
+    """Processes that read ``n_blocks`` block stores given ``workers`` (at least one, at most
+    one per ``PARALLEL_MIN_BLOCKS`` stores): what :func:`load_blocks` uses, and so what the
+    collect job asks for (:meth:`attnsvm.plan.Plan.collect_threads`)."""
+    return max(1, min(int(workers), n_blocks // PARALLEL_MIN_BLOCKS))
+
+
 def load_blocks(paths: list, workers: int = 1) -> list[xr.Dataset]:
     """Block stores verified and read into memory, in order; ``workers`` > 1 reads in processes.
 
@@ -100,7 +107,7 @@ def load_blocks(paths: list, workers: int = 1) -> list[xr.Dataset]:
     the calling script, which a Snakemake script cannot survive), and are used only from
     ``PARALLEL_MIN_BLOCKS`` stores per worker.
     """
-    workers = max(1, min(int(workers), len(paths) // PARALLEL_MIN_BLOCKS))
+    workers = read_workers(len(paths), workers)
     if workers == 1:
         return [_load(p) for p in paths]
     methods = multiprocessing.get_all_start_methods()

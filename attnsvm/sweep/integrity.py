@@ -225,7 +225,7 @@ def load_verified(path: str | os.PathLike, lazy: bool = False):
     (and kept in memory) when first used. Every file was already hashed against the manifest
     (SHA-256), so a consumer that uses a few variables (the summary, the claims) reads only
     those: most of a sweep's bytes are data tokens and SVM matrices that neither reads (most
-    of the time of E3's summary and claims jobs went to decompressing them). The values are
+    of the time of E3's summary and claims went to decompressing them). The values are
     the same bytes either way.
 
     Raises :class:`StoreError` naming the store on any failure (a file missing or changed,

@@ -9,8 +9,12 @@ status``) with every field filled in. The layout itself is documented in ``docs/
 
 from __future__ import annotations
 
+import os
 import string
 from dataclasses import dataclass
+from pathlib import Path
+
+from attnsvm.sweep.derived import record_of
 
 LAYOUT: dict[str, str] = {
     "experiment": "{experiment}",
@@ -20,15 +24,13 @@ LAYOUT: dict[str, str] = {
     "sweep": "{experiment}/sweep.zarr",
     "collect_log": "{experiment}/logs/collect.log",
     "summary": "{experiment}/summary.nc",
-    "summarize_log": "{experiment}/logs/summarize.log",
+    "figures": "{experiment}/figures",
     "figure": "{experiment}/figures/{figure}.{ext}",
     "caption": "{experiment}/figures/{figure}.caption.rst",
-    "figure_log": "{experiment}/logs/figure_{figure}.log",
     "status_table": "{experiment}/status.html",
-    "status_table_log": "{experiment}/logs/status_table.log",
     "claims": "{experiment}/claims.json",
     "claims_table": "{experiment}/claims.csv",
-    "claims_log": "{experiment}/logs/claims.log",
+    "derive_log": "{experiment}/logs/derive.log",
     "run_info": "run_info.rst",
     "run_info_log": "logs/run_info.log",
     "claims_page": "claims.html",
@@ -36,6 +38,16 @@ LAYOUT: dict[str, str] = {
     "claims_page_log": "logs/claims_page.log",
 }
 """Path of every output and log, relative to the results directory."""
+
+
+def in_figures(figures_dir: str | os.PathLike, name: str, **values: str) -> Path:
+    """Path ``name`` of :data:`LAYOUT` (a file of the experiment's figures folder: "figure",
+    "caption") under ``figures_dir``, the folder the ``derive`` job writes; ``values`` fill
+    the fields below the folder (``figure``, ``ext``)."""
+    folder = LAYOUT["figures"] + "/"
+    if not LAYOUT[name].startswith(folder):
+        raise KeyError(f"path {name!r} is not in the figures folder")
+    return Path(figures_dir) / LAYOUT[name][len(folder) :].format(**values)
 
 
 def fields(name: str) -> list[str]:
@@ -80,6 +92,10 @@ class Paths:
     def summary(self, exp: str) -> str:
         return self.get("summary", experiment=exp)
 
+    def figures(self, exp: str) -> str:
+        """The figures folder of ``exp`` (one output of its ``derive`` job)."""
+        return self.get("figures", experiment=exp)
+
     def figure(self, exp: str, fig: str, ext: str) -> str:
         return self.get("figure", experiment=exp, figure=fig, ext=ext)
 
@@ -106,16 +122,11 @@ class Paths:
         """The claims table at the top of the report's first page (RST)."""
         return self.get("claims_rst")
 
-    def result_jobs(self, exp: str, figures: list[str]) -> list[tuple[str, str]]:
-        """(log, output) of every result job of ``exp``: collect, summarize, status table,
-        claims, then one per figure (for collect, the sweep store's ``zarr.json``)."""
-        jobs = [
+    def result_jobs(self, exp: str) -> list[tuple[str, str]]:
+        """(log, output) of the result jobs of ``exp``, in the order they run: collect (the
+        sweep store's ``zarr.json``), then derive (summary, figures, status table and claims
+        ledger; the ledger's digest record is the last file it writes)."""
+        return [
             (self.get("collect_log", experiment=exp), f"{self.sweep(exp)}/zarr.json"),
-            (self.get("summarize_log", experiment=exp), self.summary(exp)),
-            (self.get("status_table_log", experiment=exp), self.status_table(exp)),
-            (self.get("claims_log", experiment=exp), self.claims(exp)),
-        ]
-        return jobs + [
-            (self.get("figure_log", experiment=exp, figure=f), self.figure(exp, f, "png"))
-            for f in figures
+            (self.get("derive_log", experiment=exp), str(record_of(self.claims(exp)))),
         ]

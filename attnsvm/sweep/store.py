@@ -15,7 +15,7 @@ import os
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -25,9 +25,10 @@ from attnsvm import codes, provenance
 from attnsvm.atomic import atomic_path
 from attnsvm.config.cell import cells_text, text_digest
 from attnsvm.sweep.integrity import MANIFEST, load_verified, open_store, write_manifest
-from attnsvm.tasks import CellResult, task_for
-from attnsvm.tasks.multi_head import HEAD_DIMS
 from attnsvm.variables import annotate
+
+if TYPE_CHECKING:
+    from attnsvm.tasks import CellResult
 
 __all__ = ["cell_dataset", "load_verified", "open_block", "results_to_dataset", "write_atomic"]
 STORE_FORMAT = "attnsvm-block-1"
@@ -87,6 +88,10 @@ def results_to_dataset(
     ``cells_json``: the block's :func:`attnsvm.config.cell.cells_text`, when the job has it
     (the one serialization of its cells), stored as the attribute ``cells``.
     """
+    # the task registry imports the solvers: deferred, so that readers of stores (collect,
+    # the report) do not pay for them
+    from attnsvm.tasks import task_for
+
     r0 = results[0]
     n, T, d = (max(getattr(r.cell, k) for r in results) for k in ("n", "T", "d"))
     svms = list(task_for(r0.cell).svms(r0.cell))
@@ -222,6 +227,8 @@ def _put_metrics(put, results: Sequence[CellResult]) -> None:
 def _put_heads(put, results: Sequence[CellResult]) -> None:
     """Per-head values of multi-head cells (docs/science.md §12), dims ``(cell, head, ...)``;
     a cell without them (one head) gets its fill value."""
+    from attnsvm.tasks.multi_head import HEAD_DIMS  # with the task registry (above)
+
     for key in _union([r.heads for r in results]):
         arrays = [np.asarray(r.heads[key]) for r in results if key in r.heads]
         blank = np.full(

@@ -12,7 +12,6 @@ from attnsvm.config.files import check_config_files, check_results_dir
 from attnsvm.config.errors import ConfigError
 from attnsvm.plan import Plan, lock_results, unlock_results
 from attnsvm.sweep.lock import ResultsInUseError
-from attnsvm.report.figures import FIGURES
 
 try:
     check_config_files(workflow.configfiles)  # what Snakemake's loader lets through
@@ -41,12 +40,11 @@ if workflow.is_main_process:
 wildcard_constraints:
     experiment="[A-Za-z0-9_-]+",
     block="[^/]+",
-    figure="|".join(FIGURES),
 
 
 def path(name, **values):
     # an output or log path of attnsvm.sweep.paths.LAYOUT, the one path scheme; fields not
-    # given stay wildcards ({experiment}, {block}, {figure})
+    # given stay wildcards ({experiment}, {block})
     return PLAN.paths.pattern(name, **values)
 
 
@@ -72,6 +70,10 @@ def results_priority(wildcards):
     return PLAN.priority(wildcards.experiment, results=True)
 
 
+def collect_threads(wildcards):
+    return PLAN.collect_threads(wildcards.experiment)
+
+
 def block_stores(wildcards):
     return PLAN.block_paths(wildcards.experiment)
 
@@ -82,6 +84,12 @@ def experiment_settings(wildcards):
 
 def experiment_claims(wildcards):
     return PLAN.claims_config(wildcards.experiment)
+
+
+def figure_captions(wildcards):
+    # {figure: its caption file}, in the experiment's order: what derive draws, and what the
+    # report's figure caption includes
+    return PLAN.figure_captions(wildcards.experiment)
 
 
 def report_category(wildcards):

@@ -1,6 +1,7 @@
-# Block jobs (train + solve a block of cells), then collect and summarize per experiment.
-# Priorities (attnsvm.plan.Plan.priority): experiments in config order, and each
-# experiment's collect, summary and figures as soon as its own blocks are done.
+# Block jobs (train + solve a block of cells), then per experiment collect (the sweep store)
+# and derive (summary, figures, status table, claims ledger: one process, whose imports are
+# most of its cost). Priorities (attnsvm.plan.Plan.priority): experiments in config order, and
+# each experiment's collect and derive as soon as its own blocks are done.
 
 
 rule block:
@@ -33,9 +34,10 @@ rule collect:
     priority: results_priority
     conda:
         "../envs/attnsvm.yaml"
-    # block stores are read by up to `threads` processes (from 100 stores per process on);
-    # 2 fits any node (the SLURM profile sets it), more only pays for thousands of blocks
-    threads: 2
+    # block stores are read by up to 2 processes, from 100 stores per process on (the SLURM
+    # profile sets 2; more only pays for thousands of blocks): a smaller experiment's collect
+    # takes one core, beside the block jobs
+    threads: collect_threads
     params:
         experiment=experiment_settings,
         version=attnsvm.__version__,
@@ -43,17 +45,37 @@ rule collect:
         "../scripts/collect.py"
 
 
-rule summarize:
+rule derive:
     input:
         sweep=rules.collect.output.sweep,
     output:
         summary=path("summary"),
+        # the figures folder: every figure's PDF, PNG, caption and digest record
+        figures=report(
+            directory(path("figures")),
+            patterns=["{figure}.png"],
+            caption="../report/figure.rst",
+            category=report_category,
+            subcategory="{experiment}",
+            labels=figure_labels,
+        ),
+        html=report(
+            path("status_table"),
+            caption="../report/status.rst",
+            category=report_category,
+            subcategory="{experiment}",
+            labels={"result": "table: cells per status", "experiment": "{experiment}"},
+        ),
+        claims=path("claims"),
+        claims_table=path("claims_table"),
     log:
-        path("summarize_log"),
+        path("derive_log"),
     priority: results_priority
     conda:
         "../envs/attnsvm.yaml"
     params:
+        claims=experiment_claims,
+        figures=figure_captions,
         version=attnsvm.__version__,
     script:
-        "../scripts/summarize.py"
+        "../scripts/derive.py"

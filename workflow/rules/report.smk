@@ -1,28 +1,28 @@
-# The claims ledger (docs/claims.md): each experiment's claims evaluated on its sweep store,
-# and the report's claims (the table on its first page and the category "0. Claims").
+# The report's run-level pages: the section about the run (versions, cells, configuration)
+# and the claims ledger of every experiment (docs/claims.md): the table on the report's first
+# page and its category "0. Claims".
 
 
-rule claims:
+rule run_info:
     input:
-        sweep=rules.collect.output.sweep,
+        sweeps=expand(rules.collect.output.sweep, experiment=list(PLAN.experiments)),
     output:
-        json=path("claims"),
-        table=path("claims_table"),
+        rst=path("run_info"),
     log:
-        path("claims_log"),
-    priority: results_priority
+        path("run_info_log"),
     conda:
         "../envs/attnsvm.yaml"
     params:
-        claims=experiment_claims,
+        config=config,
+        experiments=list(PLAN.experiments),
         version=attnsvm.__version__,
     script:
-        "../scripts/claims.py"
+        "../scripts/run_info.py"
 
 
 rule claims_page:
     input:
-        ledgers=expand(rules.claims.output.json, experiment=list(PLAN.experiments)),
+        ledgers=expand(rules.derive.output.claims, experiment=list(PLAN.experiments)),
     output:
         rst=path("claims_rst"),
         html=report(
