@@ -85,7 +85,12 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
     # status (codes.py)
     "status": ("cell status", None, codes.__doc__ or ""),
     "message": ("error message", None, "error text of a failed or nonfinite cell, else ''"),
-    "device": ("training device", None, "device the cell was trained on (cpu, cuda:0, ...)"),
+    "device": (
+        "training device",
+        None,
+        "device the cell was trained on (cpu, cuda:0, ...), with ', fused loop' where the fused "
+        "training loop computed it (docs/science.md section 3, Fused step)",
+    ),
     "convergence": (
         "convergence type",
         None,

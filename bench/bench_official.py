@@ -21,8 +21,8 @@ Sections (``--sections``, comma-separated; default all):
 
 * e2: local_converge.ipynb (n=6, T=8, d=10, W and KQ, 2000 steps, both SVMs per run) on
   ``--e2-seeds`` seeds, scaled to 100, vs attnsvm's E2 of config/paper.yaml (100 seeds x
-  {W, KQ}) through :func:`attnsvm.tasks.run_cells`, once with the default torch training
-  loop and once with the fused loop (``ATTNSVM_FUSED=1``) where it builds.
+  {W, KQ}) through :func:`attnsvm.tasks.run_cells`, once with the default training
+  loop (the fused loop where it builds) and once with the torch loop (``ATTNSVM_FUSED=0``).
 * e3: svm_rank.ipynb's loop (``W_svm_solver`` for both norms, ``matrix_rank(tol=1e-7)``) at
   every (n, T, d) of attnsvm's E3 grid (72 points; the notebook's own grid has 40 of them) on
   ``--e3-seeds`` seeds per point, scaled to 100, vs attnsvm's whole E3 (7200 cells).
@@ -134,8 +134,9 @@ def official_local_converge(clone: Path, seeds: int, d: int | None = None) -> fl
 
 
 def section_e2(args, official: dict) -> None:
-    """E2 with attnsvm's default torch training loop, and again with the fused loop
-    (``ATTNSVM_FUSED=1``, attnsvm/gd/fused.py; built before the timing, once per machine)."""
+    """E2 with attnsvm's default training loop (the fused loop where it builds,
+    attnsvm/gd/fused.py; built before the timing, once per machine), and again with the torch
+    loop (``ATTNSVM_FUSED=0``)."""
     per_seed = official_local_converge(args.official, args.e2_seeds)
     official["e2"] = 100 * per_seed
     cells = paper_cells("e2_local")
@@ -143,17 +144,19 @@ def section_e2(args, official: dict) -> None:
             f"attnsvm: all {len(cells)} cells")  # fmt: skip
     before = os.environ.get("ATTNSVM_FUSED")
     try:
-        os.environ["ATTNSVM_FUSED"] = "0"
-        ours = attnsvm_cpu(cells)
-        row("e2", "E2 (100 seeds x {W, KQ}, training and both SVMs)", ours, official["e2"],
-            f"{note}, torch training loop (the default)")  # fmt: skip
+        os.environ.pop("ATTNSVM_FUSED", None)
         if fused.library() is None:
             print(f"  fused loop unavailable: {'; '.join(fused.UNAVAILABLE)}", flush=True)
-            return
-        os.environ["ATTNSVM_FUSED"] = "1"
+            loop = "the torch loop (no fused loop on this machine)"
+        else:
+            loop = f"the fused loop's {fused.level()} build (docs/science.md §3)"
         ours = attnsvm_cpu(cells)
-        row("e2", "E2 as above, fused training loop (ATTNSVM_FUSED=1)", ours, official["e2"],
-            f"{note}, the fused loop's {fused.level()} build (docs/science.md §3)")  # fmt: skip
+        row("e2", "E2 (100 seeds x {W, KQ}, training and both SVMs)", ours, official["e2"],
+            f"{note}, default training loop: {loop}")  # fmt: skip
+        os.environ["ATTNSVM_FUSED"] = "0"
+        ours = attnsvm_cpu(cells)
+        row("e2", "E2 as above, torch training loop (ATTNSVM_FUSED=0)", ours, official["e2"],
+            f"{note}, the torch loop")  # fmt: skip
     finally:
         if before is None:
             os.environ.pop("ATTNSVM_FUSED", None)

@@ -12,6 +12,8 @@ from attnsvm.tasks.metrics import corr
 
 E2 = {"n": 6, "T": 8, "d": 10}
 
+E2_SHAPE = (6, 8, 10)  # (n, T, d) of E2
+
 needs_library = pytest.mark.skipif(
     fused.library() is None, reason=f"fused loop not built: {fused.UNAVAILABLE}"
 )
@@ -29,7 +31,7 @@ def _both(monkeypatch, cells):
 def test_fused_loop_agrees_with_the_torch_loop(monkeypatch, kw):
     cells = [Cell(seed=s, iterations=1000, **E2, **kw) for s in range(12)]
     monkeypatch.setenv("ATTNSVM_FUSED", "1")
-    assert fused.applies(cells[0].settings("train"), _cpu(), "analytic", {"mask": None})
+    assert fused.applies(cells[0].settings("train"), _cpu(), "analytic", {"mask": None}, E2_SHAPE)
     ref, res = _both(monkeypatch, cells)
     assert res.finite.all() and ref.finite.all()
     assert np.array_equal(res.iterations, ref.iterations)
@@ -65,6 +67,7 @@ def test_torch_loop_where_no_compiler_works(monkeypatch, tmp_path):
             assert "no C compiler" in fused.UNAVAILABLE[-1] or "failed" in fused.UNAVAILABLE[-1]
             res = train_cells(cells, device="cpu")  # the torch loop: same bits as ref
             assert np.array_equal(res.W, ref.W) and np.array_equal(res.loss, ref.loss)
+            assert res.device == ref.device == "cpu"  # the cells say which loop ran
         finally:
             fused.library.cache_clear()
     assert not list(tmp_path.glob("*.so"))
@@ -77,22 +80,102 @@ def test_torch_loop_where_no_compiler_works(monkeypatch, tmp_path):
 def test_fused_loop_only_where_it_applies(monkeypatch, kw):
     monkeypatch.setenv("ATTNSVM_FUSED", "1")
     settings = Cell(**E2, **kw).settings("train")
-    assert not fused.applies(settings, _cpu(), "analytic", {"stable": True, "mask": None})
+    assert not fused.applies(settings, _cpu(), "analytic", {"stable": True, "mask": None}, E2_SHAPE)
     base = Cell(**E2).settings("train")
-    assert not fused.applies(base, _cpu(), "autograd", {"stable": True, "mask": None})
-    assert not fused.applies(base, _cpu(), "analytic", {"stable": False, "mask": None})
+    assert not fused.applies(base, _cpu(), "autograd", {"stable": True, "mask": None}, E2_SHAPE)
+    assert not fused.applies(base, _cpu(), "analytic", {"stable": False, "mask": None}, E2_SHAPE)
     if fused.library() is not None:
-        assert fused.applies(base, _cpu(), "analytic", {"stable": True, "mask": None})
+        assert fused.applies(base, _cpu(), "analytic", {"stable": True, "mask": None}, E2_SHAPE)
 
 
-def test_fused_loop_is_opt_in(monkeypatch):
-    """Stored values must not depend on a node's compiler: the torch loop is the default."""
+def test_fused_loop_is_the_default_and_can_be_switched_off(monkeypatch):
+    """The fused loop runs up to MAX_STEP_SIZE unless ``ATTNSVM_FUSED=0``, at every size with
+    ``ATTNSVM_FUSED=1``; any other value is refused by name."""
+    base = Cell(**E2).settings("train")
+    big = (16, 16, 64)
+    assert fused.step_size(*big) > fused.MAX_STEP_SIZE >= fused.step_size(*E2_SHAPE)
+    opts = {"stable": True, "mask": None}
+    for value, mode, small, large in (
+        (None, "default", True, False),
+        ("", "default", True, False),
+        ("1", "on", True, True),
+        ("0", "off", False, False),
+    ):
+        if value is None:
+            monkeypatch.delenv("ATTNSVM_FUSED", raising=False)
+        else:
+            monkeypatch.setenv("ATTNSVM_FUSED", value)
+        assert fused.mode() == mode and fused.enabled() == (mode != "off")
+        if fused.library() is not None:
+            assert fused.applies(base, _cpu(), "analytic", opts, E2_SHAPE) == small
+            assert fused.applies(base, _cpu(), "analytic", opts, big) == large
+    for bad in ("yes", "2", "off"):
+        monkeypatch.setenv("ATTNSVM_FUSED", bad)
+        with pytest.raises(ValueError, match="ATTNSVM_FUSED"):
+            fused.enabled()
+
+
+@needs_library
+def test_a_cell_records_the_loop_that_trained_it(monkeypatch):
+    """``device`` says "cpu, fused loop" for the fused loop and "cpu" for the torch loop, so a
+    store whose blocks came from nodes with and without a compiler says which is which."""
     monkeypatch.delenv("ATTNSVM_FUSED", raising=False)
-    assert not fused.enabled()
+    cells = [Cell(seed=s, iterations=20, **E2) for s in range(2)]
+    assert train_cells(cells, device="cpu").device == "cpu, fused loop"
+    relu = [Cell(seed=s, iterations=20, head="relu", generator="relu", **E2) for s in range(2)]
+    assert train_cells(relu, device="cpu").device == "cpu"  # not a case the loop computes
+    # above MAX_STEP_SIZE the torch loop trains, for one seed as for many
+    big = {"n": 16, "T": 16, "d": 30}
+    assert fused.step_size(16, 16, 30) > fused.MAX_STEP_SIZE >= fused.step_size(6, 8, 30)
+    big_cells = [Cell(seed=s, iterations=5, **big) for s in range(9)]
+    assert train_cells(big_cells, device="cpu").device == "cpu"
+    assert train_cells(big_cells[:1], device="cpu").device == "cpu"
     monkeypatch.setenv("ATTNSVM_FUSED", "0")
-    assert not fused.enabled()
-    monkeypatch.setenv("ATTNSVM_FUSED", "1")
-    assert fused.enabled()
+    assert train_cells(cells, device="cpu").device == "cpu"
+
+
+_BITS = """
+import hashlib, sys
+import numpy as np
+from attnsvm.config.cell import Cell
+from attnsvm.gd.train import train_cells
+h = hashlib.sha256()
+for param in ("W", "KQ"):
+    tr = train_cells([Cell(seed=s, iterations=300, param=param, n=6, T=8, d=10)
+                      for s in range(9)], device="cpu")
+    for a in (tr.W, tr.softmax, tr.loss):
+        h.update(np.ascontiguousarray(a).tobytes())
+print(tr.device, h.hexdigest())
+"""
+
+
+@needs_library
+def test_the_fused_loop_does_not_depend_on_torchs_cpu_kernels():
+    """The reason the fused loop is the default (docs/science.md §4): its trajectories are the
+    same whichever kernels torch picks for the CPU (``ATEN_CPU_CAPABILITY``: generic C or this
+    CPU's vector instructions), while the torch loop's depend on them."""
+    import os
+    import subprocess
+    import sys
+
+    def bits(fused_flag: str, capability: str | None) -> str:
+        env = {**os.environ, "ATTNSVM_FUSED": fused_flag}
+        env.pop("ATEN_CPU_CAPABILITY", None)
+        if capability:
+            env["ATEN_CPU_CAPABILITY"] = capability
+        out = subprocess.run([sys.executable, "-c", _BITS], env=env, capture_output=True,
+                             text=True, check=True)  # fmt: skip
+        return out.stdout.strip()
+
+    generic, native = bits("1", "default"), bits("1", None)
+    assert generic == native and generic.startswith("cpu, fused loop ")
+    torch_generic, torch_native = bits("0", "default"), bits("0", None)
+    print(f"torch loop, generic kernels vs this CPU's: {torch_generic} / {torch_native}")
+    assert torch_generic.startswith("cpu ") and torch_generic != generic
+    import torch
+
+    if torch.backends.cpu.get_cpu_capability() != "DEFAULT":  # this CPU has vector kernels
+        assert torch_generic != torch_native
 
 
 @needs_library

@@ -16,6 +16,8 @@ from attnsvm.gd.train import train_cells
 
 E2 = {"n": 6, "T": 8, "d": 10}
 
+E2_SHAPE = (6, 8, 10)  # (n, T, d) of E2
+
 needs_both = pytest.mark.skipif(
     fused.library() is None or fused_cuda.host_library() is None,
     reason=f"a loop is not built: {fused.UNAVAILABLE} {fused_cuda.UNAVAILABLE}",
@@ -123,7 +125,7 @@ def test_the_gpu_loop_gives_the_cpu_loops_bits(monkeypatch, kw):
     monkeypatch.setenv("ATTNSVM_FUSED", "1")
     cells = [Cell(seed=s, iterations=500, **E2, **kw) for s in range(37)]
     settings = cells[0].settings("train")
-    assert fused.applies(settings, torch.device("cuda"), "analytic", {"mask": None})
+    assert fused.applies(settings, torch.device("cuda"), "analytic", {"mask": None}, E2_SHAPE)
     ref = train_cells(cells, device="cpu")
     got = train_cells(cells, device="cuda")
     assert got.device.startswith("cuda")

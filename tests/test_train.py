@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from attnsvm.config.cell import Cell
+from attnsvm.gd import fused
 from attnsvm.gd.data import make_init
 from attnsvm.gd.model import loss_and_grad, loss_fn
 from attnsvm.gd.train import stack_cells, train_batch, train_cells
@@ -52,10 +53,17 @@ def _same(a, b):
         {"param": "KQ", "dtype": "float32", "m": 4},
         {"param": "W", "generator": "relu", "head": "relu"},
         {"param": "KQ", "generator": "orthonormal", "head": "lambda", "lam": 0.5},
+        {"param": "W", "loop": "torch"},
+        {"param": "KQ", "loop": "torch"},
     ],
-    ids=["W", "KQ", "W-f32", "KQ-f32-m4", "W-relu", "KQ-lambda"],
+    ids=["W", "KQ", "W-f32", "KQ-f32-m4", "W-relu", "KQ-lambda", "W-torch", "KQ-torch"],
 )
-def test_bit_identical_alone_batched_and_rerun(kw):
+def test_bit_identical_alone_batched_and_rerun(kw, monkeypatch):
+    """A seed's bits do not depend on its batch, in the fused loop (the default at E2's shape,
+    attnsvm.gd.fused) and in the torch loop (``ATTNSVM_FUSED=0``; the other cases)."""
+    kw = dict(kw)
+    if kw.pop("loop", None) == "torch":
+        monkeypatch.setenv("ATTNSVM_FUSED", "0")
     cells = _cells(16, iterations=400, **E2, **kw)
     batch = train_cells(cells, device="cpu")
     again = train_cells(cells, device="cpu")
@@ -68,8 +76,11 @@ def test_bit_identical_alone_batched_and_rerun(kw):
         assert np.array_equal(alone.wnorm[0], batch.wnorm[s])
 
 
+@pytest.mark.parametrize("loop", ["default", "torch"])
 @pytest.mark.parametrize("param", ["W", "KQ"])
-def test_nonfinite_seed_is_frozen_and_isolated(param):
+def test_nonfinite_seed_is_frozen_and_isolated(param, loop, monkeypatch):
+    if loop == "torch":  # the default is the fused loop here (attnsvm.gd.fused)
+        monkeypatch.setenv("ATTNSVM_FUSED", "0")
     cells = _cells(6, param=param, iterations=200, **E2)
     clean = stack_cells(cells)
     ref = _train(clean, cells[0])
@@ -153,7 +164,8 @@ def test_cell_checkpoints_and_result_shapes():
     assert res.W.shape == (3, C, 10, 10) and res.softmax.shape == (3, C, 6, 8)
     assert res.loss.shape == res.wnorm.shape == (3, C)
     assert res.W.dtype == res.softmax.dtype == res.loss.dtype == np.float64
-    assert res.device == "cpu" and res.seconds > 0
+    # the fused loop computes these cells where it builds (attnsvm.gd.fused), and says so
+    assert res.device == ("cpu, fused loop" if fused.library() else "cpu") and res.seconds > 0
     np.testing.assert_allclose(res.softmax.sum(-1), 1.0, rtol=1e-14)
     assert np.linalg.matrix_rank(res.W[0, -1]) <= 4  # W = K Q^T with m = 4
 

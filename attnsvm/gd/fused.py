@@ -19,10 +19,15 @@ ctypes (no torch headers; a build takes a few seconds). Every level gives the sa
 Where no compiler works, :func:`library` is None and training takes the torch loop: the numbers
 then differ in the last bits (other rounding order), never in what is computed.
 
-The loop is opt-in (``ATTNSVM_FUSED=1``): by default every machine trains with the torch loop,
-so a store's values never depend on whether the node that computed a block had a compiler
-(some chaotic E6 cells amplify the last-bit differences, docs/science.md §4 "Stored values
-across solver changes").
+The loop is the default wherever it applies (up to a step size :data:`MAX_STEP_SIZE`) and
+builds; ``ATTNSVM_FUSED=0`` in the environment asks for the torch loop everywhere, and
+``ATTNSVM_FUSED=1`` for the fused loop at every size (:func:`mode`). Its bits do not depend on
+the CPU's instruction set (nor on the GPU, fused_cuda.cu), whereas the torch loop's depend on
+the kernels torch picks for the CPU (``ATEN_CPU_CAPABILITY``) and on its version; some chaotic
+E6 cells amplify last-bit differences of either kind (docs/science.md §4 "Stored values across
+solver changes"). Each trained cell's ``device`` names the loop that computed it
+(:func:`describe`), so a store mixing the two (a node without a compiler) says which cells came
+from which.
 """
 
 from __future__ import annotations
@@ -59,9 +64,35 @@ LEVELS = (
 UNAVAILABLE: list[str] = []
 
 
+#: the values of ``ATTNSVM_FUSED``: the default (up to :data:`MAX_STEP_SIZE`), on at every
+#: size, off
+MODES = {"": "default", "1": "on", "0": "off"}
+
+
+def mode() -> str:
+    """How ``ATTNSVM_FUSED`` sets the loop: ``"default"`` (unset or empty: the fused loop up to
+    :data:`MAX_STEP_SIZE`), ``"on"`` (``1``: at every size, e.g. for benchmarks) or ``"off"``
+    (``0``: the torch loop everywhere).
+
+    Raises ValueError naming the variable for any other value (a typo must not pick a loop
+    silently)."""
+    value = os.environ.get("ATTNSVM_FUSED", "").strip()
+    if value not in MODES:
+        raise ValueError(
+            f"ATTNSVM_FUSED={value!r}: leave it unset (the default), or 1 (the fused loop at "
+            "every size) or 0 (the torch loop)"
+        )
+    return MODES[value]
+
+
 def enabled() -> bool:
-    """True only when the environment asks for the fused loop (``ATTNSVM_FUSED=1``)."""
-    return os.environ.get("ATTNSVM_FUSED", "0") == "1"
+    """Whether the fused loop may run at all: unless ``ATTNSVM_FUSED=0`` (:func:`mode`)."""
+    return mode() != "off"
+
+
+def describe(device: str) -> str:
+    """The ``device`` a cell records when the fused loop trained it (``"cpu, fused loop"``)."""
+    return f"{device}, fused loop"
 
 
 def _compiler() -> str | None:
@@ -136,11 +167,32 @@ def exp(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def applies(settings: Any, device: torch.device, gradient: str, options: dict) -> bool:
+#: largest ``n d (d + T)`` (a seed's step is some tens of times that many flops) at which the
+#: loop applies: there a step is mostly per-operation overhead in the torch loop, and the fused
+#: loop is faster even for one seed (it pays for a whole vector of eight); above it the torch
+#: loop's products are the faster route for a few seeds and on a GPU (docs/science.md §3,
+#: "Fused step"; measured in BENCHMARKS.md). E2 is 1,080, E6 at most 6,840.
+MAX_STEP_SIZE = 16384
+
+
+def step_size(n: int, T: int, d: int) -> int:
+    """``n d (d + T)``: the size of one seed's step that :data:`MAX_STEP_SIZE` bounds."""
+    return n * d * (d + T)
+
+
+def applies(
+    settings: Any, device: torch.device, gradient: str, options: dict, shape: tuple[int, ...]
+) -> bool:
     """Whether the fused loop computes this :func:`attnsvm.gd.train.train_batch` call: on the
-    CPU fused.c, on a CUDA device fused_cuda.cu (:mod:`attnsvm.gd.fused_cuda`)."""
+    CPU fused.c, on a CUDA device fused_cuda.cu (:mod:`attnsvm.gd.fused_cuda`).
+
+    ``shape``: a seed's ``(n, T, d)``; by default the loop applies up to
+    :data:`MAX_STEP_SIZE`, with ``ATTNSVM_FUSED=1`` at every size (:func:`mode`). The answer
+    depends on the cells' settings and shape, never on the batch, so a seed's bits never
+    depend on its batch."""
+    use = mode()
     if not (
-        enabled()
+        (use == "on" or (use == "default" and step_size(*shape) <= MAX_STEP_SIZE))
         and device.type in ("cpu", "cuda")
         and gradient == "analytic"
         and settings.head == "linear"

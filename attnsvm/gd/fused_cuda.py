@@ -11,7 +11,8 @@ else ``$CUDA_HOME/bin/nvcc`` or ``/usr/local/cuda/bin/nvcc``) into the cache of
 :mod:`attnsvm.gd.native`, named by the architecture (``sm_90``) and a hash of the source, the
 flags and the compiler's version, and launched with ctypes on torch's current stream. Where no
 nvcc works, :func:`library` is None and CUDA training takes the torch loop. It runs, like the
-CPU's loop, only with ``ATTNSVM_FUSED=1`` (:func:`attnsvm.gd.fused.applies`).
+CPU's loop, by default where it applies (:func:`attnsvm.gd.fused.applies`; not with
+``ATTNSVM_FUSED=0``).
 
 The same source builds for the host with a C++ compiler (:func:`host_library`): the tests run
 the GPU's arithmetic on the CPU against fused.c, bit for bit, on machines without a GPU.

@@ -56,7 +56,7 @@ class TrainResult:
     wnorm: np.ndarray  # (S, C): ||W(k)||_F
     finite: np.ndarray  # (S,) bool: False if the seed produced a non-finite loss/step
     nonfinite_iteration: np.ndarray  # (S,) int: first bad k (the seed stays at W(k)), -1 if none
-    device: str  # e.g. "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3)"
+    device: str  # e.g. "cpu", "cpu, fused loop" or "cuda:0 (NVIDIA H100 80GB HBM3)"
     seconds: float  # wall time of the whole batch (transfers included)
 
 
@@ -331,14 +331,16 @@ def _train_all(
     ks: list[int],
     iterations: int,
     progress: Callable[[int], None] | None,
+    use_fused: bool = False,
 ) -> list[Tensor]:
     """:func:`_descend` on every seed without the freeze, then again with it on the seeds that
     went non-finite; returns ``[W, softmax, loss, alive, bad_at]`` on the device.
 
     One host sync, after the loop. A seed's trajectory does not depend on its batch, so the
     re-run gives exactly the frozen run; the common all-finite case pays no per-step select.
-    Where :func:`attnsvm.gd.fused.applies`, the first pass is the fused loop (one compiled
-    call for all steps of all seeds); the frozen re-run is always the torch loop.
+    With ``use_fused`` (where :func:`attnsvm.gd.fused.applies`), the first pass is the fused
+    loop (one compiled call for all steps of all seeds); the frozen re-run is always the torch
+    loop.
     """
     n, T = problem.data[0].shape[1:3]
 
@@ -351,8 +353,7 @@ def _train_all(
         return _descend(evaluate, p.theta0, rule, ks, iterations,
                         freeze=freeze, n=n, T=T, progress=progress)  # fmt: skip
 
-    dev = problem.theta0.device
-    if fused.applies(problem.settings, dev, gradient, problem.options):
+    if use_fused:
         ridge = problem.options.get("ridge")
         ridge = problem.settings.ridge if ridge is None else ridge
         buffers = fused.train(problem.data, problem.theta0, problem.settings, ks, iterations,
@@ -467,8 +468,14 @@ def train_batch(
     no_autograd = torch.inference_mode if gradient == "analytic" else torch.no_grad
     with no_autograd():
         rule = step_rule(settings, settings.lr, eps)
-        W, sm, loss, alive, bad_at = _train_all(problem, gradient, rule, ks, iterations, progress)
-        return host_result(np.asarray(ks, dtype=np.int64), W, sm, loss, alive, bad_at, dev, t0)
+        use_fused = fused.applies(settings, dev, gradient, options, tuple(np.shape(X)[1:4]))
+        W, sm, loss, alive, bad_at = _train_all(
+            problem, gradient, rule, ks, iterations, progress, use_fused
+        )
+        res = host_result(np.asarray(ks, dtype=np.int64), W, sm, loss, alive, bad_at, dev, t0)
+    if use_fused:
+        res.device = fused.describe(res.device)
+    return res
 
 
 def stack_cells(cells: Sequence[Cell]) -> dict:
