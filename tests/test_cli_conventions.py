@@ -164,12 +164,17 @@ def test_ctrl_c_ends_a_command_without_a_traceback(tmp_path):
             # control) ignores SIGINT, and a child inherits that
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
-        deadline = time.monotonic() + 120
-        while "train W" not in err.read_text():  # its progress bar: training has started
-            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        try:
+            deadline = time.monotonic() + 120
+            while "train W" not in err.read_text():  # its progress bar: training has started
+                assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+                time.sleep(0.2)
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=60)
+        finally:  # a failed check must not leave a 10^7-step run behind
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     assert proc.returncode == EXIT_SIGINT == 130
     text = err.read_text()
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text

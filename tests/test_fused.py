@@ -253,3 +253,35 @@ def test_the_fused_exp_is_within_an_ulp_of_libm_in_every_lane():
     # the same input gives the same bits whichever of the eight lanes it lands in
     for shift in range(1, 8):
         assert np.array_equal(fused.exp(np.concatenate([np.zeros(shift), x]))[shift:], got)
+
+
+@needs_library
+def test_progress_is_reported_as_the_loop_runs_and_an_exception_stops_it(monkeypatch):
+    """The compiled call runs in a worker thread: progress arrives while it runs (the steps
+    sum to the iterations), and an exception in the waiting thread (Ctrl-C) stops the loop
+    before its next step instead of waiting for the whole run."""
+    import threading
+    import time
+
+    monkeypatch.delenv("ATTNSVM_FUSED", raising=False)
+    from attnsvm.gd.train import stack_cells, train_batch
+
+    cells = [Cell(seed=s, iterations=8000, checkpoint_count=3, **E2) for s in range(32)]
+    b = stack_cells(cells)
+    data = (b["X"], b["Y"], b["Z"], b["v"], b["V"], b["init"], cells[0].settings("train"))
+    calls: list[int] = []
+    t0 = time.perf_counter()
+    whole = train_batch(*data, device="cpu", progress=calls.append)
+    seconds = time.perf_counter() - t0
+    assert whole.device == "cpu, fused loop" and sum(calls) == 8000 and len(calls) > 1
+
+    def interrupt(steps: int) -> None:
+        raise KeyboardInterrupt
+
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        train_batch(*data, device="cpu", progress=interrupt)
+    stopped = time.perf_counter() - t0
+    assert not any(t.name == "attnsvm-fused" for t in threading.enumerate())
+    print(f"whole run {seconds:.2f} s, stopped after {stopped:.2f} s")
+    assert stopped < seconds / 2

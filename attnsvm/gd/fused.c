@@ -217,7 +217,7 @@ static void abt(int P, int Q, int J, vd *Cm, int cp, int cq, const vd *A, int ap
 static void train_block(int n, int T, int d, int m, const vd *X, const vd *Y, const vd *Z,
                         const vd *v, vd *theta, double lr, double eps, double tiny,
                         double ridge, int iterations, const int *ks, int C, vd *Wout, vd *sout,
-                        vd *lout, vd *probe_out, vd *work) {
+                        vd *lout, vd *probe_out, vd *work, volatile long long *ctl) {
     int dd = d * d, mm = m > 0 ? m : 1;
     vd *Wk = work;                /* d*d: K Q^T (KQ) */
     vd *GW = Wk + dd;             /* d*d */
@@ -240,6 +240,8 @@ static void train_block(int n, int T, int d, int m, const vd *X, const vd *Y, co
     abt(n * T, 1, d, c, 1, 0, X, d, 1, v, 0, 1);
     for (int i = 0; i < n; i++) gy[i] = -Y[i] / splat((double)n);
     for (int it = 0; it <= iterations; it++) {
+        if (ctl[0]) return; /* the caller asked to stop (Ctrl-C) */
+        ctl[1]++;           /* progress, read by the caller between steps */
         int last = it == iterations;
         if (m > 0) abt(d, d, m, Wk, d, 1, K, m, 1, Q, m, 1); /* W = K Q^T */
         abt(n, d, d, WZ, d, 1, Z, d, 1, W, d, 1);           /* W z_i */
@@ -338,11 +340,15 @@ static size_t block_work(int n, int T, int d, int m) {
 
 /* S seeds: X (S,n,T,d), Y (S,n), Z (S,n,d), v (S,d); theta (S, d, d) for W (m = 0) or
  * (S, 2, d, m) for KQ, updated in place; Wout (S,C,d,d), sout (S,C,n,T), lout (S,C),
- * alive (S). Returns 0, or -1 if scratch memory could not be allocated. */
+ * alive (S). ctl: ctl[0] nonzero stops the run before its next step (the caller's Ctrl-C),
+ * ctl[1] counts the steps begun, over all blocks of LANES seeds (progress; neither changes
+ * any number computed). Returns 0, 1 if stopped, or -1 if scratch memory could not be
+ * allocated. */
 int attnsvm_train_linear(int S, int n, int T, int d, int m, const double *X, const double *Y,
                          const double *Z, const double *v, double *theta, double lr,
                          double eps, double tiny, double ridge, int iterations, const int *ks,
-                         int C, double *Wout, double *sout, double *lout, int *alive) {
+                         int C, double *Wout, double *sout, double *lout, int *alive,
+                         volatile long long *ctl) {
     int dd = d * d, len = m > 0 ? 2 * d * m : dd;
     size_t nx = (size_t)n * T * d, nz = (size_t)n * d;
     size_t words = nx + n + nz + d + len + (size_t)C * (dd + n * T + 1) + 1 +
@@ -362,7 +368,11 @@ int attnsvm_train_linear(int S, int n, int T, int d, int m, const double *X, con
             for (int j = 0; j < len; j++) bth[j][l] = theta[s * len + j];
         }
         train_block(n, T, d, m, bX, bY, bZ, bv, bth, lr, eps, tiny, ridge, iterations, ks, C,
-                    bW, bs, bl, bp, work);
+                    bW, bs, bl, bp, work, ctl);
+        if (ctl[0]) {
+            free(buf);
+            return 1;
+        }
         for (int l = 0; l < LANES && s0 + l < S; l++) { /* scatter the real seeds */
             size_t s = (size_t)(s0 + l);
             for (int j = 0; j < len; j++) theta[s * len + j] = bth[j][l];

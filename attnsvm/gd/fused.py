@@ -36,6 +36,8 @@ import ctypes
 import functools
 import os
 import shutil
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +148,7 @@ def library() -> ctypes.CDLL | None:
     fn = lib.attnsvm_train_linear
     dbl, i32 = ctypes.c_double, ctypes.c_int
     ptr = ctypes.c_void_p
-    fn.argtypes = [i32] * 5 + [ptr] * 5 + [dbl] * 4 + [i32, ptr, i32, ptr, ptr, ptr, ptr]
+    fn.argtypes = [i32] * 5 + [ptr] * 5 + [dbl] * 4 + [i32, ptr, i32, ptr, ptr, ptr, ptr, ptr]
     fn.restype = i32
     lib.attnsvm_exp.argtypes = [i32, ptr, ptr]
     lib.attnsvm_exp.restype = None
@@ -212,7 +214,7 @@ def _ptr(a: np.ndarray) -> int:
 
 def train(
     data: tuple, theta0: Tensor, settings: Any, ks: list[int], iterations: int, eps: float,
-    ridge: float,
+    ridge: float, progress: Callable[[int], None] | None = None,
 ) -> list[Tensor]:  # fmt: skip
     """The run of :func:`attnsvm.gd.train._descend` (``freeze=False``) in the fused loop.
 
@@ -221,9 +223,18 @@ def train(
     (S,)]`` as torch tensors; as with the torch loop, a seed that is not alive has meaningless
     values (train_batch trains it again with the freeze). CUDA tensors run the GPU loop
     (:func:`attnsvm.gd.fused_cuda.train`), with the results on that device.
+
+    The compiled call runs in a worker thread (ctypes releases the GIL) while this thread
+    waits, so that Ctrl-C (KeyboardInterrupt) and other signal handlers run at once: the loop
+    is then told to stop before its next step, and the exception goes on. ``progress(steps)``
+    is called with the steps done since its last call, as the loop advances (at most every
+    0.1 s, and once at the end: ``iterations`` in all).
     """
-    if theta0.device.type == "cuda":
-        return fused_cuda.train(data, theta0, settings, ks, iterations, eps, ridge)
+    if theta0.device.type == "cuda":  # one kernel launch: progress when it returns
+        out = fused_cuda.train(data, theta0, settings, ks, iterations, eps, ridge)
+        if progress is not None and iterations:
+            progress(iterations)
+        return out
     lib = library()
     if lib is None:
         raise RuntimeError(f"the fused loop is unavailable: {'; '.join(UNAVAILABLE)}")
@@ -242,13 +253,51 @@ def train(
     loss = np.zeros((S, C))
     alive = np.zeros(S, dtype=np.int32)
     tiny = float(np.finfo(np.float64).tiny)
-    rc = lib.attnsvm_train_linear(
+    ctl = np.zeros(2, dtype=np.int64)  # [stop, steps begun] (fused.c)
+    args = (
         S, n, T, d, m, _ptr(X), _ptr(Y), _ptr(Z), _ptr(v), _ptr(theta),
         float(settings.lr), float(eps), tiny, float(ridge), int(iterations),
-        _ptr(ks_arr), C, _ptr(W), _ptr(s), _ptr(loss), _ptr(alive),
+        _ptr(ks_arr), C, _ptr(W), _ptr(s), _ptr(loss), _ptr(alive), _ptr(ctl),
     )  # fmt: skip
+    rc = _run_stoppable(lib.attnsvm_train_linear, args, ctl, iterations, -(-S // LANES), progress)
     if rc != 0:
         raise MemoryError("the fused loop could not allocate its scratch space")
     ok = torch.from_numpy(alive.astype(bool))
     bad_at = torch.where(ok, -1, torch.zeros(S, dtype=torch.int64))
     return [torch.from_numpy(W), torch.from_numpy(s), torch.from_numpy(loss), ok, bad_at]
+
+
+#: seeds per vector of fused.c (its ``LANES``): the loop trains blocks of that many seeds
+LANES = 8
+
+
+def _run_stoppable(
+    fn: Callable[..., int],
+    args: tuple,
+    ctl: np.ndarray,
+    iterations: int,
+    blocks: int,
+    progress: Callable[[int], None] | None,
+) -> int:
+    """``fn(*args)`` in a worker thread; this thread reports progress from ``ctl[1]`` (steps
+    begun over ``blocks`` blocks of ``iterations + 1`` steps) and, on any exception here
+    (Ctrl-C), sets ``ctl[0]`` so that the loop stops, waits for it and re-raises."""
+    out: list[int] = []
+    worker = threading.Thread(target=lambda: out.append(fn(*args)), name="attnsvm-fused")
+    total, reported = blocks * (iterations + 1), 0
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+            if progress is not None and iterations:
+                done = min(iterations, int(ctl[1]) * iterations // total)
+                if done > reported:
+                    progress(done - reported)
+                    reported = done
+    except BaseException:
+        ctl[0] = 1  # the loop returns before its next step
+        worker.join()
+        raise
+    if progress is not None and iterations > reported:
+        progress(iterations - reported)
+    return out[0]

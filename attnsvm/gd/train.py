@@ -357,9 +357,7 @@ def _train_all(
         ridge = problem.options.get("ridge")
         ridge = problem.settings.ridge if ridge is None else ridge
         buffers = fused.train(problem.data, problem.theta0, problem.settings, ks, iterations,
-                              problem.eps, ridge)  # fmt: skip
-        if progress is not None and iterations:
-            progress(iterations)
+                              problem.eps, ridge, progress)  # fmt: skip
     else:
         buffers = list(descend(problem, False, progress))
     alive = buffers[3]
