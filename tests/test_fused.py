@@ -266,14 +266,14 @@ def test_progress_is_reported_as_the_loop_runs_and_an_exception_stops_it(monkeyp
     monkeypatch.delenv("ATTNSVM_FUSED", raising=False)
     from attnsvm.gd.train import stack_cells, train_batch
 
-    cells = [Cell(seed=s, iterations=8000, checkpoint_count=3, **E2) for s in range(32)]
+    cells = [Cell(seed=s, iterations=16000, checkpoint_count=3, **E2) for s in range(64)]
     b = stack_cells(cells)
     data = (b["X"], b["Y"], b["Z"], b["v"], b["V"], b["init"], cells[0].settings("train"))
     calls: list[int] = []
     t0 = time.perf_counter()
     whole = train_batch(*data, device="cpu", progress=calls.append)
     seconds = time.perf_counter() - t0
-    assert whole.device == "cpu, fused loop" and sum(calls) == 8000 and len(calls) > 1
+    assert whole.device == "cpu, fused loop" and sum(calls) == 16000 and len(calls) > 1
 
     def interrupt(steps: int) -> None:
         raise KeyboardInterrupt
