@@ -285,3 +285,22 @@ def test_progress_is_reported_as_the_loop_runs_and_an_exception_stops_it(monkeyp
     assert not any(t.name == "attnsvm-fused" for t in threading.enumerate())
     print(f"whole run {seconds:.2f} s, stopped after {stopped:.2f} s")
     assert stopped < seconds / 2
+
+
+@needs_library
+def test_a_train_field_the_loop_does_not_know_sends_the_cell_to_the_torch_loop(monkeypatch):
+    """Every train field outside KNOWN_FIELDS must be at its default: a field added later
+    that changes training is read by the torch loop, never silently dropped by this one."""
+    from attnsvm.config.fields import DEFAULTS
+    from attnsvm.config.settings import Settings, stage_fields
+
+    monkeypatch.delenv("ATTNSVM_FUSED", raising=False)
+    opts = {"stable": True, "mask": None}
+    base = Cell(**E2).settings("train")
+    assert fused.applies(base, _cpu(), "analytic", opts, E2_SHAPE)
+    unknown = [f for f in stage_fields("train") if f not in fused.KNOWN_FIELDS]
+    assert unknown  # e.g. heads, task, train_head
+    for name, value in (("heads", 2), ("train_head", True), ("radius_min", 0.5)):
+        assert name in unknown and DEFAULTS[name] != value
+        other = Settings.of("train", base, **{name: value})
+        assert not fused.applies(other, _cpu(), "analytic", opts, E2_SHAPE), name

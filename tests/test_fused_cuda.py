@@ -35,7 +35,7 @@ def _host_run(monkeypatch, cells):
     """``train_cells`` on the CPU with the fused loop replaced by the host build of
     fused_cuda.cu."""
 
-    def host(data, theta0, settings, ks, iterations, eps, ridge):
+    def host(data, theta0, settings, ks, iterations, eps, ridge, progress=None):
         return fused_cuda.train(data, theta0, settings, ks, iterations, eps, ridge, host=True)
 
     monkeypatch.setattr(fused, "train", host)

@@ -182,6 +182,29 @@ def step_size(n: int, T: int, d: int) -> int:
     return n * d * (d + T)
 
 
+#: the train-stage fields (attnsvm.config.fields) that the loop computes with, checks below,
+#: or that act before it (the data, the initialization, the attended pairs); every other train
+#: field must be at its default for the loop to apply, so a field added later that changes
+#: training takes the torch loop, which reads it, until fused.c learns it (docs/extending.md;
+#: tests/test_extending.py's worked example fails otherwise)
+KNOWN_FIELDS = frozenset({
+    "head", "lam", "param", "m", "attention", "init", "optimizer", "lr", "iterations",
+    "checkpoint_spacing", "checkpoint_count", "dtype", "train", "seed", "ridge", "adam_beta1",
+    "adam_beta2",
+})  # fmt: skip
+
+
+def _known_settings_only(settings: Any) -> bool:
+    """Whether every train field of ``settings`` outside :data:`KNOWN_FIELDS` is at its
+    default."""
+    from attnsvm.config.fields import DEFAULTS
+    from attnsvm.config.settings import stage_fields
+
+    return all(
+        name in KNOWN_FIELDS or settings[name] == DEFAULTS[name] for name in stage_fields("train")
+    )
+
+
 def applies(
     settings: Any, device: torch.device, gradient: str, options: dict, shape: tuple[int, ...]
 ) -> bool:
@@ -203,6 +226,7 @@ def applies(
         and settings.dtype == "float64"
         and options.get("stable", True)
         and options.get("mask") is None
+        and _known_settings_only(settings)
     ):
         return False
     return library() is not None if device.type == "cpu" else fused_cuda.available(device)
