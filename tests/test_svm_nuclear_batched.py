@@ -101,8 +101,8 @@ def test_barrier_many_stops_as_each_instance_would(monkeypatch):
         _assert_same_ipm(nuclear_ipm.solve_dual_barrier(*p), res)
 
 
-#: the primal-dual method's E3 shapes (more than BARRIER_MAX_ROWS rows)
-PD_SHAPES = [(10, 10, 10), (15, 10, 15), (10, 15, 5)]
+#: the primal-dual method's E3 shapes (more than BARRIER_MAX_ROWS rows), from 45 rows
+PD_SHAPES = [(5, 10, 10), (15, 5, 10), (5, 15, 5), (10, 10, 10), (15, 10, 15), (10, 15, 5)]
 
 
 def test_primal_dual_many_gives_every_instance_its_own_answer():

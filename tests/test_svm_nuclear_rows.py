@@ -87,6 +87,14 @@ def test_e3_barrier_sizes_agree_with_clarabel(monkeypatch):
     check_against_reference(cases, monkeypatch)
 
 
+def test_e3_middle_rows_agree_with_clarabel(monkeypatch):
+    """E3's 45-70 rows ((5, 10), (15, 5), (5, 15)): the barrier's route before issue 28's
+    batched solves, the primal-dual one now."""
+    cases = instances([(5, 10, 10), (15, 5, 10), (5, 15, 5)], per_shape=2, seed=13)
+    assert len(cases) >= 5 and {c.n_rows for _, c in cases} == {45, 60, 70}
+    check_against_reference(cases, monkeypatch)
+
+
 def test_barrier_keeps_small_instances():
     """E2 / E6 sizes (42 rows) stay on the barrier: stored values there do not move."""
     (_, cons), *_ = instances([(6, 8, 10)], per_shape=1, seed=1, random_share=False)

@@ -87,8 +87,14 @@ BARRIER_MAX_SIZE = 60
 #: ||G|| = 1 and recover slowly); the primal-dual method of attnsvm.svm.nuclear_pd takes
 #: 15-22 iterations of about twice the cost. Measured crossover (E3 sizes, opt tokens):
 #: barrier 7.5-13 ms vs 12-20 ms up to 60 rows, even at 70, 18.6 vs 13.0 ms at 90, 32 vs 17
-#: ms at 135-140 rows (BENCHMARKS.md, "The nuclear SVM past the barrier's rows")
-BARRIER_MAX_ROWS = 80
+#: ms at 135-140 rows (BENCHMARKS.md, "The nuclear SVM past the barrier's rows"). Solved
+#: many at once (solve_nuclear_many, issue 28) the primal-dual method wins from ~40 rows:
+#: E3's opt tokens, 100 seeds of each shape, CPU s of the batched methods (2-core Xeon,
+#: shared): 45 rows 5.3 (barrier, batched) vs 3.1, 60-70 rows 15.0 (barrier, one by one:
+#: above nuclear_ipm.BATCH_MAX_ROWS) vs 7.8, and it certifies more of them alone (1016
+#: of 1018 at 60-70 rows against 990). The limit is where E2 and E6 (n = 6, T = 8: 42 rows),
+#: solved one at a time where the barrier is faster, keep their route
+BARRIER_MAX_ROWS = 42
 #: reduced size and rows up to which the primal-dual method (attnsvm.svm.nuclear_pd) is tried
 #: first above BARRIER_MAX_ROWS: (50, 20, 100) has size 150 and 950 rows
 PD_MAX_SIZE = 150

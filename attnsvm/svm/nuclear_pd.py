@@ -2,7 +2,8 @@
 
 Implements docs/science.md §4, Att-SVM_* (``W_mm_*``), on the reduced
 rows of :mod:`attnsvm.svm.nuclear`, for instances with more rows than the dual barrier method
-of :mod:`attnsvm.svm.nuclear_ipm` handles well (E3 has 90-210 rows at n, T >= 10).
+of :mod:`attnsvm.svm.nuclear_ipm` handles well: from 43 rows, where solved in E3's batches
+it is the cheaper method (issue 28; E3's (n, T) other than (5, 5) and (10, 5), 45-210 rows).
 
 The pair of conic problems (``n = p + q``, ``F_k = [[0, a_k b_k^T], [b_k a_k^T, 0]]``)::
 
