@@ -45,6 +45,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attnsvm.config.fields import DEFAULTS
+from attnsvm.config.settings import stage_fields
 from attnsvm.gd import fused_cuda, native
 
 SOURCE = Path(__file__).with_name("fused.c")
@@ -197,9 +199,6 @@ KNOWN_FIELDS = frozenset({
 def _known_settings_only(settings: Any) -> bool:
     """Whether every train field of ``settings`` outside :data:`KNOWN_FIELDS` is at its
     default."""
-    from attnsvm.config.fields import DEFAULTS
-    from attnsvm.config.settings import stage_fields
-
     return all(
         name in KNOWN_FIELDS or settings[name] == DEFAULTS[name] for name in stage_fields("train")
     )
