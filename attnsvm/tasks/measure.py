@@ -146,21 +146,26 @@ def _counts(values) -> dict[str, int]:
 def _presolve_frobenius(
     results: list[CellResult], train: bool, cache: SolveCache, device: str
 ) -> float:
-    """Solve the Frobenius Att-SVMs of a whole group at once (docs/science.md §4).
+    """Solve the Frobenius Att-SVMs of a whole group at once (docs/science.md §4), then the
+    nuclear ones of its linear-head cells (:func:`_presolve_nuclear`).
 
-    Fills ``cache`` with the answers :func:`_solve_and_measure` then looks up, batched on the
-    group's device when there are enough of them (:mod:`attnsvm.svm.frobenius_batched`). A
-    cell whose constraints cannot be built here is left to :func:`_solve_and_measure`, which
-    records its error; if the batched solve itself fails, every SVM is solved per cell as
-    before (a warning says so), so nothing is lost. Returns the seconds per cell.
+    Fills ``cache`` with the answers :func:`_solve_and_measure` then looks up, the Frobenius
+    ones batched on the group's device when there are enough of them
+    (:mod:`attnsvm.svm.frobenius_batched`). A cell whose constraints cannot be built here is
+    left to :func:`_solve_and_measure`, which records its error; if the batched solve itself
+    fails, every SVM is solved per cell as before (a warning says so), so nothing is lost.
+    Returns the seconds per cell.
     """
     t0 = time.perf_counter()
-    conss = []
+    conss, linear = [], []
     for res in results:
         try:
-            conss.extend(_svm_constraints(res, train and res.status == "ok").values())
+            cons = _svm_constraints(res, train and res.status == "ok")
         except Exception:  # noqa: BLE001 - recorded per cell by _solve_and_measure
             continue
+        conss.extend(cons.values())
+        if res.cell.head == "linear":
+            linear.extend({id(c): c for c in cons.values()}.values())
     try:
         from attnsvm.gd.device import resolve_device  # torch: trained groups only (see above)
 
@@ -168,6 +173,7 @@ def _presolve_frobenius(
         cache.solve_frobenius_many(conss, "cpu" if dev.type != "cuda" else dev)
     except Exception as exc:  # noqa: BLE001 - the per-cell solves below still run
         log.warning("batched SVM solve failed (%r); solving per cell", exc)
+    _presolve_nuclear(linear, cache)
     return (time.perf_counter() - t0) / max(1, len(results))
 
 
@@ -181,21 +187,38 @@ def _presolve_untrained(results: list[CellResult], cache: SolveCache) -> float:
     the nuclear SVMs are solved per cell as before (a warning says so). Returns the seconds
     per cell."""
     t0 = time.perf_counter()
-    conss, hints = [], []
+    linear = []
     for res in results:
         try:
             for con in {id(c): c for c in _svm_constraints(res, False).values()}.values():
-                fro = cache.solve(solve_frobenius, con)
+                cache.solve(solve_frobenius, con)
                 if res.cell.head == "linear":
-                    conss.append(con)
-                    hints.append(fro)
+                    linear.append(con)
         except Exception:  # noqa: BLE001 - recorded per cell by _solve_and_measure
             continue
+    _presolve_nuclear(linear, cache)
+    return (time.perf_counter() - t0) / max(1, len(results))
+
+
+def _presolve_nuclear(conss: list, cache: SolveCache) -> None:
+    """The nuclear Att-SVMs of ``conss`` (the rows of linear-head cells, whose Frobenius
+    answers are in ``cache`` or solved here) solved together
+    (:meth:`SolveCache.solve_nuclear_many`: the same answers, bit for bit, with the interior
+    point methods run in batches; docs/science.md §4), for :func:`_solve_and_measure` to look
+    up. A set whose Frobenius SVM fails here is left to :func:`_solve_and_measure`, which
+    records its error; if the batched solve itself fails, the nuclear SVMs are solved per
+    cell as before (a warning says so)."""
+    todo, hints = [], []
+    for con in conss:
+        try:
+            hints.append(cache.solve(solve_frobenius, con))
+        except Exception:  # noqa: BLE001 - recorded per cell by _solve_and_measure
+            continue
+        todo.append(con)
     try:
-        cache.solve_nuclear_many(solve_nuclear, conss, hints)
+        cache.solve_nuclear_many(solve_nuclear, todo, hints)
     except Exception as exc:  # noqa: BLE001 - the per-cell solves still run
         log.warning("batched nuclear SVM solve failed (%r); solving per cell", exc)
-    return (time.perf_counter() - t0) / max(1, len(results))
 
 
 def _svm_constraints(res: CellResult, trained: bool) -> dict:
