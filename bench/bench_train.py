@@ -284,6 +284,7 @@ def child_floor(case: int, iterations: int, compiled: bool) -> None:
         rec["build"] = time.perf_counter() - t0
         rec["fused_error"] = "; ".join(fused.UNAVAILABLE)
         rec["level"] = fused.level()
+        rec["lanes"] = fused.lanes() if built else None
         best = {"0": float("inf"), "1": float("inf")}
         for _ in range(3):  # best of 3, the two loops alternating
             for flag in ("0", "1") if built else ("0",):
@@ -358,7 +359,7 @@ def floor(args: argparse.Namespace) -> None:
             print(f"  fused loop: {f_us:.1f} us/step = {f_us / floor_us:.1f}x the floor, "
                   f"{eager['train'] / eager['fused']:.2f}x the torch loop; built in "
                   f"{eager['build']:.2f} s (once per machine), {eager['level']} build")  # fmt: skip
-            build = f"{eager['build']:.2f} ({eager['level']})"
+            build = f"{eager['build']:.2f} ({eager['level']}, {eager['lanes']} seeds per vector)"
             cells += [f"{f_us:.0f}", f"{f_us / floor_us:.1f}x", build]
         with tempfile.TemporaryDirectory() as cache:
             env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache)
@@ -408,8 +409,8 @@ FLOOR_NOTE = (
     " Torch loop and fused loop: train_batch with ATTNSVM_FUSED=0 and 1 (attnsvm/gd/fused.py;"
     " the whole call over its iterations, checkpoints included), best of 3, alternating; the "
     "fused loop's build (gcc, into an empty cache, for the instruction-set level in brackets: "
-    "attnsvm/gd/fused.py LEVELS) happens once per machine, not per block; the fused loop "
-    "runs eight seeds per vector (AVX-512 at x86-64-v4). "
+    "attnsvm/gd/fused.py LEVELS, and the seeds per vector of that build) happens once per "
+    "machine, not per block. "
     "torch.compile (Inductor, C++ code built with the machine's gcc): the torch step "
     "(objective, normalized step, update) in a loop of the bench, in a fresh process with an "
     "empty Inductor cache (cold) and again with the cache it left (cached); a block job is one "

@@ -181,8 +181,8 @@ def test_the_fused_loop_does_not_depend_on_torchs_cpu_kernels():
 @needs_library
 @pytest.mark.parametrize("param", ["W", "KQ"])
 def test_a_seed_has_the_same_bits_alone_and_in_a_batch(monkeypatch, param):
-    """Seeds are vector lanes (eight per vector): a seed's numbers must not depend on its lane,
-    its batch or the padding of the last vector."""
+    """Seeds are vector lanes (fused.lanes() per vector): a seed's numbers must not depend on
+    its lane, its batch or the padding of the last vector."""
     monkeypatch.setenv("ATTNSVM_FUSED", "1")
     cells = [Cell(seed=s, iterations=300, param=param, **E2) for s in range(100)]
     whole = train_cells(cells, device="cpu")
@@ -218,6 +218,41 @@ def test_every_instruction_set_level_gives_the_same_bits(monkeypatch, tmp_path):
             assert np.array_equal(a.W, b.W) and np.array_equal(a.loss, b.loss), name
 
 
+@needs_library
+def test_lanes_and_register_tiles_do_not_change_a_bit(monkeypatch, tmp_path):
+    """A build's seeds per vector (LANES) and register tiles (TILE_MAX) are chosen per level for
+    speed (fused.LEVELS); this machine's level built with other choices gives the same bits,
+    odd shapes included (partial tiles, a partial last vector)."""
+    monkeypatch.setenv("ATTNSVM_FUSED", "1")
+    monkeypatch.setenv("ATTNSVM_CACHE", str(tmp_path))
+    cells = [Cell(seed=s, iterations=150, **kw) for kw in (
+        {"param": "W", **E2}, {"param": "KQ", **E2},
+        {"param": "KQ", "n": 7, "T": 5, "d": 9, "m": 2}, {"param": "W", "n": 3, "T": 2, "d": 7},
+    ) for s in range(5)]  # fmt: skip
+    level = fused.level()
+    base = [lv for lv in fused.LEVELS if lv[0] == level][0]
+    results = {}
+    try:
+        for lanes, tile in ((8, 4), (4, 2), (4, 3), (8, 1)):
+            flags = (*[f for f in base[1] if not f.startswith(("-DLANES", "-DTILE_MAX"))],
+                     f"-DLANES={lanes}", f"-DTILE_MAX={tile}")  # fmt: skip
+            levels = tuple((n, flags if n == level else f, nd) for n, f, nd in fused.LEVELS)
+            monkeypatch.setattr(fused, "LEVELS", levels)
+            fused.library.cache_clear()
+            assert fused.lanes() == lanes
+            results[lanes, tile] = [train_cells(cells[i : i + 5], device="cpu")
+                                    for i in range(0, len(cells), 5)]  # fmt: skip
+    finally:
+        fused.library.cache_clear()
+    first = results[8, 4]
+    for key, got in results.items():
+        for a, b in zip(first, got, strict=True):
+            assert a.finite.all() and b.finite.all()
+            assert np.array_equal(a.W, b.W), key
+            assert np.array_equal(a.softmax, b.softmax), key
+            assert np.array_equal(a.loss, b.loss), key
+
+
 def test_level_is_chosen_from_the_cpu_flags(monkeypatch):
     monkeypatch.delenv("ATTNSVM_FUSED_LEVEL", raising=False)
     v3 = {"avx", "avx2", "fma", "bmi1", "bmi2", "f16c", "movbe", "abm", "xsave"}
@@ -250,7 +285,7 @@ def test_the_fused_exp_is_within_an_ulp_of_libm_in_every_lane():
     special = fused.exp(np.array([np.nan, -np.inf, np.inf, -1e308, 1e308]))
     assert np.isnan(special[0]) and special[1] == 0.0 and special[2] == np.inf
     assert special[3] == 0.0 and special[4] == np.inf
-    # the same input gives the same bits whichever of the eight lanes it lands in
+    # the same input gives the same bits whichever lane it lands in (up to eight per vector)
     for shift in range(1, 8):
         assert np.array_equal(fused.exp(np.concatenate([np.zeros(shift), x]))[shift:], got)
 

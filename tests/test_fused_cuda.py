@@ -58,8 +58,8 @@ def _host_run(monkeypatch, cells):
     ],
 )
 def test_the_gpu_arithmetic_gives_the_cpu_loops_bits(monkeypatch, kw):
-    """The per-seed routine the GPU runs, built for the host, against fused.c (eight seeds per
-    vector): every W(k), softmax and loss bit for bit, and the same finiteness."""
+    """The per-seed routine the GPU runs, built for the host, against fused.c (fused.lanes()
+    seeds per vector): every W(k), softmax and loss bit for bit, and the same finiteness."""
     cells = [Cell(seed=s, iterations=250, **kw) for s in range(11)]
     monkeypatch.setenv("ATTNSVM_FUSED", "1")
     ref = train_cells(cells, device="cpu")

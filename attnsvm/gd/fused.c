@@ -29,7 +29,12 @@
 #include <immintrin.h>
 #endif
 
+#ifndef LANES /* seeds per vector: 8 or 4 (attnsvm.gd.fused.LEVELS sets it per build) */
 #define LANES 8
+#endif
+#ifndef TILE_MAX /* register tiles of abt: up to TILE_MAX x TILE_MAX, or 2 TILE_MAX x 1 */
+#define TILE_MAX 4
+#endif
 typedef double vd __attribute__((vector_size(LANES * 8)));
 typedef int64_t vi __attribute__((vector_size(LANES * 8)));
 
@@ -41,12 +46,12 @@ static inline vd splat(double x) {
 
 /* a * b + c, one rounding, per lane */
 static inline vd vfma(vd a, vd b, vd c) {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && LANES == 8
     return (vd)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
-#elif defined(__FMA__) && defined(__AVX__)
+#elif defined(__FMA__) && defined(__AVX__) && LANES % 4 == 0
     typedef double h4 __attribute__((vector_size(32)));
-    union { vd v; h4 h[2]; } ua = {a}, ub = {b}, uc = {c}, ur;
-    for (int j = 0; j < 2; j++)
+    union { vd v; h4 h[LANES / 4]; } ua = {a}, ub = {b}, uc = {c}, ur;
+    for (int j = 0; j < LANES / 4; j++)
         ur.h[j] = (h4)_mm256_fmadd_pd((__m256d)ua.h[j], (__m256d)ub.h[j], (__m256d)uc.h[j]);
     return ur.v;
 #else
@@ -179,15 +184,15 @@ static void abt(int P, int Q, int J, vd *Cm, int cp, int cq, const vd *A, int ap
                 const vd *B, int bq, int bj) {
     if (Q == 1) {
         int p = 0, q = 0;
-        for (; p + 8 <= P; p += 8) TILE(8, 1);
-        for (; p + 4 <= P; p += 4) TILE(4, 1);
+        for (; p + 2 * TILE_MAX <= P; p += 2 * TILE_MAX) TILE(2 * TILE_MAX, 1);
+        for (; p + TILE_MAX <= P; p += TILE_MAX) TILE(TILE_MAX, 1);
         for (; p < P; p++) TILE(1, 1);
         return;
     }
-    for (int p = 0; p < P; p += 4) {
-        int tp = P - p < 4 ? P - p : 4;
-        for (int q = 0; q < Q; q += 4) {
-            int tq = Q - q < 4 ? Q - q : 4;
+    for (int p = 0; p < P; p += TILE_MAX) {
+        int tp = P - p < TILE_MAX ? P - p : TILE_MAX;
+        for (int q = 0; q < Q; q += TILE_MAX) {
+            int tq = Q - q < TILE_MAX ? Q - q : TILE_MAX;
             switch (tp * 4 + tq) {
             case 4 * 4 + 4: TILE(4, 4); break;
             case 4 * 4 + 3: TILE(4, 3); break;
@@ -395,6 +400,9 @@ void attnsvm_exp(int len, const double *x, double *out) {
         for (int l = 0; l < LANES && j0 + l < len; l++) out[j0 + l] = r[l];
     }
 }
+
+/* seeds per vector of this build (its LANES) */
+int attnsvm_lanes(void) { return LANES; }
 
 /* the vector width this build was compiled for, in doubles (diagnostics) */
 int attnsvm_isa(void) {

@@ -55,14 +55,20 @@ SOURCE = Path(__file__).with_name("fused.c")
 FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math",
          "-fno-math-errno", "-Wno-psabi")  # fmt: skip
 #: (name, extra flags, CPU flags it needs) of the builds, best first: an x86-64 CPU takes the
-#: first whose flags /proc/cpuinfo lists; every other machine the generic build
+#: first whose flags /proc/cpuinfo lists; every other machine the generic build. A build's
+#: vector (fused.c's ``LANES`` seeds, one register wide: 8 in AVX-512's 32 registers, 4 in
+#: AVX2's 16) and its register tiles (``TILE_MAX``) are sized so that a product's
+#: accumulators stay in registers: at x86-64-v3, 8 seeds in two registers per value and
+#: 4 x 4 tiles spilled to memory, 8x slower at E2's size (BENCHMARKS.md, "Training step
+#: against its arithmetic floor"). Neither changes a bit: a seed's operations are the same in
+#: any lane and any tiling (fused.c).
 LEVELS = (
-    ("x86-64-v4", ("-march=x86-64-v4", "-mtune=generic"),
+    ("x86-64-v4", ("-march=x86-64-v4", "-mtune=generic", "-DLANES=8", "-DTILE_MAX=4"),
      ("avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512cd", "avx2", "fma", "bmi1", "bmi2",
       "f16c", "movbe", "abm", "xsave")),
-    ("x86-64-v3", ("-march=x86-64-v3", "-mtune=generic"),
+    ("x86-64-v3", ("-march=x86-64-v3", "-mtune=generic", "-DLANES=4", "-DTILE_MAX=2"),
      ("avx2", "fma", "bmi1", "bmi2", "f16c", "movbe", "abm", "xsave", "avx")),
-    ("generic", (), ()),
+    ("generic", ("-DLANES=8", "-DTILE_MAX=4"), ()),
 )  # fmt: skip
 #: why the library is missing, once :func:`library` has failed (for messages and benches)
 UNAVAILABLE: list[str] = []
@@ -156,7 +162,18 @@ def library() -> ctypes.CDLL | None:
     lib.attnsvm_exp.restype = None
     lib.attnsvm_isa.argtypes = []
     lib.attnsvm_isa.restype = i32
+    lib.attnsvm_lanes.argtypes = []
+    lib.attnsvm_lanes.restype = i32
     return lib
+
+
+def lanes() -> int:
+    """Seeds per vector of this machine's build (fused.c's ``LANES``, :data:`LEVELS`): the
+    loop trains blocks of that many seeds, a partial last block padded."""
+    lib = library()
+    if lib is None:
+        raise RuntimeError(f"the fused loop is unavailable: {'; '.join(UNAVAILABLE)}")
+    return int(lib.attnsvm_lanes())
 
 
 def exp(x: np.ndarray) -> np.ndarray:
@@ -173,9 +190,9 @@ def exp(x: np.ndarray) -> np.ndarray:
 
 #: largest ``n d (d + T)`` (a seed's step is some tens of times that many flops) at which the
 #: loop applies: there a step is mostly per-operation overhead in the torch loop, and the fused
-#: loop is faster even for one seed (it pays for a whole vector of eight); above it the torch
-#: loop's products are the faster route for a few seeds and on a GPU (docs/science.md §3,
-#: "Fused step"; measured in BENCHMARKS.md). E2 is 1,080, E6 at most 6,840.
+#: loop is faster even for one seed (it pays for a whole vector of :func:`lanes` seeds); above
+#: it the torch loop's products are the faster route for a few seeds and on a GPU
+#: (docs/science.md §3, "Fused step"; measured in BENCHMARKS.md). E2 is 1,080, E6 at most 6,840.
 MAX_STEP_SIZE = 16384
 
 
@@ -282,16 +299,13 @@ def train(
         float(settings.lr), float(eps), tiny, float(ridge), int(iterations),
         _ptr(ks_arr), C, _ptr(W), _ptr(s), _ptr(loss), _ptr(alive), _ptr(ctl),
     )  # fmt: skip
-    rc = _run_stoppable(lib.attnsvm_train_linear, args, ctl, iterations, -(-S // LANES), progress)
+    blocks = -(-S // int(lib.attnsvm_lanes()))
+    rc = _run_stoppable(lib.attnsvm_train_linear, args, ctl, iterations, blocks, progress)
     if rc != 0:
         raise MemoryError("the fused loop could not allocate its scratch space")
     ok = torch.from_numpy(alive.astype(bool))
     bad_at = torch.where(ok, -1, torch.zeros(S, dtype=torch.int64))
     return [torch.from_numpy(W), torch.from_numpy(s), torch.from_numpy(loss), ok, bad_at]
-
-
-#: seeds per vector of fused.c (its ``LANES``): the loop trains blocks of that many seeds
-LANES = 8
 
 
 def _run_stoppable(
