@@ -35,6 +35,9 @@
 #ifndef TILE_MAX /* register tiles of abt: up to TILE_MAX x TILE_MAX, or 2 TILE_MAX x 1 */
 #define TILE_MAX 4
 #endif
+#if TILE_MAX < 1 || TILE_MAX > 4 /* tile()'s accumulators and abt()'s cases stop at 4 (8 x 1) */
+#error "TILE_MAX must be 1 to 4"
+#endif
 typedef double vd __attribute__((vector_size(LANES * 8)));
 typedef int64_t vi __attribute__((vector_size(LANES * 8)));
 
@@ -178,8 +181,8 @@ static inline __attribute__((always_inline)) void tile(int tp, int tq, int J, vd
 #define TILE(tp, tq) tile(tp, tq, J, Cm + p * cp + q * cq, cp, cq, A + p * ap, ap, aj, \
                           B + q * bq, bq, bj)
 
-/* C = A B^T over P x Q outputs and J terms (strides as in tile), in tiles of up to 4 x 4, or
- * 8 x 1 where Q is 1. Each output's sum is the same whatever the tiling. */
+/* C = A B^T over P x Q outputs and J terms (strides as in tile), in tiles of up to TILE_MAX x
+ * TILE_MAX, or 2 TILE_MAX x 1 where Q is 1. Each output's sum is the same whatever the tiling. */
 static void abt(int P, int Q, int J, vd *Cm, int cp, int cq, const vd *A, int ap, int aj,
                 const vd *B, int bq, int bj) {
     if (Q == 1) {

@@ -59,9 +59,9 @@ FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fas
 #: vector (fused.c's ``LANES`` seeds, one register wide: 8 in AVX-512's 32 registers, 4 in
 #: AVX2's 16) and its register tiles (``TILE_MAX``) are sized so that a product's
 #: accumulators stay in registers: at x86-64-v3, 8 seeds in two registers per value and
-#: 4 x 4 tiles spilled to memory, 8x slower at E2's size (BENCHMARKS.md, "Training step
-#: against its arithmetic floor"). Neither changes a bit: a seed's operations are the same in
-#: any lane and any tiling (fused.c).
+#: 4 x 4 tiles spilled to memory (measured in commit 6288e3c's message; the loop against its
+#: floor: BENCHMARKS.md, "Training step against its arithmetic floor"). Neither changes a
+#: bit: a seed's operations are the same in any lane and any tiling (fused.c).
 LEVELS = (
     ("x86-64-v4", ("-march=x86-64-v4", "-mtune=generic", "-DLANES=8", "-DTILE_MAX=4"),
      ("avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512cd", "avx2", "fma", "bmi1", "bmi2",
