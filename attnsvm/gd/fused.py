@@ -49,34 +49,17 @@ from attnsvm.config.fields import DEFAULTS
 from attnsvm.config.settings import stage_fields
 from attnsvm.gd import fused_cuda, native
 
+# the build's levels and the variables' values live without torch (attnsvm.sweep.environment
+# checks them); cpu_flags is part of this module's interface too
+from attnsvm.gd.build import LEVELS, MODES, cpu_flags, level  # noqa: F401
+
 SOURCE = Path(__file__).with_name("fused.c")
 #: IEEE arithmetic in program order: no fast-math, no contraction beyond the source's explicit
 #: fma() calls (errno is never read: sqrt stays one instruction)
 FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math",
          "-fno-math-errno", "-Wno-psabi")  # fmt: skip
-#: (name, extra flags, CPU flags it needs) of the builds, best first: an x86-64 CPU takes the
-#: first whose flags /proc/cpuinfo lists; every other machine the generic build. A build's
-#: vector (fused.c's ``LANES`` seeds, one register wide: 8 in AVX-512's 32 registers, 4 in
-#: AVX2's 16) and its register tiles (``TILE_MAX``) are sized so that a product's
-#: accumulators stay in registers: at x86-64-v3, 8 seeds in two registers per value and
-#: 4 x 4 tiles spilled to memory (measured in commit 6288e3c's message; the loop against its
-#: floor: BENCHMARKS.md, "Training step against its arithmetic floor"). Neither changes a
-#: bit: a seed's operations are the same in any lane and any tiling (fused.c).
-LEVELS = (
-    ("x86-64-v4", ("-march=x86-64-v4", "-mtune=generic", "-DLANES=8", "-DTILE_MAX=4"),
-     ("avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512cd", "avx2", "fma", "bmi1", "bmi2",
-      "f16c", "movbe", "abm", "xsave")),
-    ("x86-64-v3", ("-march=x86-64-v3", "-mtune=generic", "-DLANES=4", "-DTILE_MAX=2"),
-     ("avx2", "fma", "bmi1", "bmi2", "f16c", "movbe", "abm", "xsave", "avx")),
-    ("generic", ("-DLANES=8", "-DTILE_MAX=4"), ()),
-)  # fmt: skip
 #: why the library is missing, once :func:`library` has failed (for messages and benches)
 UNAVAILABLE: list[str] = []
-
-
-#: the values of ``ATTNSVM_FUSED``: the default (up to :data:`MAX_STEP_SIZE`), on at every
-#: size, off
-MODES = {"": "default", "1": "on", "0": "off"}
 
 
 def mode() -> str:
@@ -112,32 +95,15 @@ def _compiler() -> str | None:
     return None
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.partition(":")[2].split())
-    return set()
-
-
-def level(flags: set[str] | None = None) -> str:
-    """The build a CPU with these feature flags (default: this one's) runs, the first of
-    :data:`LEVELS` it has every flag of; ``ATTNSVM_FUSED_LEVEL`` names another it can run
-    (for tests and comparisons). Every level gives the same bits (docs/science.md §3, "Fused
-    step")."""
-    flags = cpu_flags() if flags is None else flags
-    usable = [name for name, _, needs in LEVELS if all(f in flags for f in needs)]
-    forced = os.environ.get("ATTNSVM_FUSED_LEVEL")
-    if forced:
-        if forced not in usable:  # never run an instruction the CPU lacks
-            names = [name for name, _, _ in LEVELS]
-            raise ValueError(f"ATTNSVM_FUSED_LEVEL={forced!r}: this CPU runs {usable} of {names}")
-        return forced
-    return usable[0]
+#: the probe call of a library before it is loaded (:func:`attnsvm.gd.native.probe`): its ISA
+#: and vector width, and its vectorized exp over one vector and a tail (a library built for
+#: another CPU level, or damaged, dies here in a child process, not in the worker)
+PROBE = """
+d = ctypes.c_double * 19
+x, y = d(*[-0.5 * i for i in range(19)]), d()
+lib.attnsvm_isa(); lib.attnsvm_lanes(); lib.attnsvm_exp(19, x, y)
+assert all(0.0 < v <= 1.0 for v in y), list(y)
+"""
 
 
 @functools.cache
@@ -150,7 +116,8 @@ def library() -> ctypes.CDLL | None:
         return None
     name = level()
     flags = (*FLAGS, *dict((n, f) for n, f, _ in LEVELS)[name])
-    lib = native.compiled(f"fused-{name}", (cc, *flags), SOURCE, UNAVAILABLE, libs=("-lm",))
+    lib = native.compiled(f"fused-{name}", (cc, *flags), SOURCE, UNAVAILABLE, libs=("-lm",),
+                          calls=PROBE)  # fmt: skip
     if lib is None:
         return None
     fn = lib.attnsvm_train_linear

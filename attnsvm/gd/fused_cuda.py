@@ -24,7 +24,6 @@ import ctypes
 import functools
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +66,11 @@ def _cxx() -> str | None:
     return None
 
 
+#: the probe call of a library before it is loaded (:func:`attnsvm.gd.native.probe`): no GPU
+#: work, only the host code's size of a seed's scratch space
+PROBE = "assert lib.attnsvm_seed_work(2, 3, 4, 0) > 0\n"
+
+
 def _seed_work(lib: ctypes.CDLL) -> None:
     lib.attnsvm_seed_work.argtypes = [_I32] * 4
     lib.attnsvm_seed_work.restype = ctypes.c_size_t
@@ -79,14 +83,8 @@ def library(arch: str) -> ctypes.CDLL | None:
     if compiler is None:
         UNAVAILABLE.append("no CUDA compiler ($NVCC, nvcc, $CUDA_HOME/bin/nvcc) found")
         return None
-    try:
-        version = subprocess.run([compiler, "--version"], capture_output=True, text=True,
-                                 timeout=60, check=True).stdout  # fmt: skip
-    except (OSError, subprocess.SubprocessError) as err:
-        UNAVAILABLE.append(f"{compiler} --version failed: {err}")
-        return None
-    command = (compiler, *NVCC_FLAGS, f"-arch={arch}")
-    lib = native.compiled(f"fusedcuda-{arch}", command, SOURCE, UNAVAILABLE, key_extra=version)
+    command = (compiler, *NVCC_FLAGS, f"-arch={arch}")  # its version: in the key (native)
+    lib = native.compiled(f"fusedcuda-{arch}", command, SOURCE, UNAVAILABLE, calls=PROBE)
     if lib is None:
         return None
     lib.attnsvm_train_linear_cuda.argtypes = [_I32, _PTR, _I32, *_TRAIN_ARGS]
@@ -103,7 +101,7 @@ def host_library() -> ctypes.CDLL | None:
         UNAVAILABLE.append("no C++ compiler ($CXX, c++ or g++) on PATH")
         return None
     lib = native.compiled("fusedcuda-host", (compiler, *HOST_FLAGS), SOURCE, UNAVAILABLE,
-                          libs=("-lm",))  # fmt: skip
+                          libs=("-lm",), calls=PROBE)  # fmt: skip
     if lib is None:
         return None
     lib.attnsvm_train_linear_host.argtypes = _TRAIN_ARGS
