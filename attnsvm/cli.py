@@ -18,6 +18,7 @@ from attnsvm.config.fields import FIELDS, NAMES
 from attnsvm.config.files import check_results_dir, load_config_file
 from attnsvm.failures import DeviceUnavailableError
 from attnsvm.provenance import ATTNSVM_VERSION
+from attnsvm.sweep.environment import check_environment
 
 DESCRIPTION = """\
 Gradient descent on one-layer attention against the attention SVMs (docs/science.md).
@@ -80,6 +81,16 @@ def _version() -> str:
     return f"attnsvm {ATTNSVM_VERSION}"
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a positive whole number")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``attnsvm`` argument parser."""
     parser = argparse.ArgumentParser(
@@ -100,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--device",
         default="auto",
         help="auto (CUDA when present, else CPU), cpu, cuda or cuda:N (default: auto)",
+    )
+    rc.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        help="cores for every thread pool (BLAS, OpenMP, torch); default: the cores this "
+        "process was given (SLURM_CPUS_PER_TASK, else its CPU affinity)",
     )
     rc.add_argument("--json", action="store_true", help="print machine-readable JSON")
     rc.add_argument(
@@ -329,6 +347,7 @@ def _check_config(path: str) -> int:
     from attnsvm.plan import Plan
 
     try:
+        check_environment()  # the ATTNSVM_* variables, as the workflow checks them
         raw = load_config_file(path)
     except ConfigError as err:
         return _error(str(err))
@@ -347,9 +366,10 @@ def _check_config(path: str) -> int:
 def _run_cell(args: argparse.Namespace) -> int:
     values = {name: getattr(args, name) for name in NAMES}
     try:
+        check_environment()
         cell = Cell(**values)
         warning = check_run_cost(cell)
-    except CellError as err:
+    except (CellError, ConfigError) as err:
         return _error(str(err))
     from attnsvm.gd.device import resolve_device  # torch: this command only
 
@@ -363,7 +383,7 @@ def _run_cell(args: argparse.Namespace) -> int:
     from attnsvm.report.text import cell_summary, cell_summary_dict
     from attnsvm.tasks import run_cells
 
-    (res,) = run_cells([cell], device=args.device, progress=args.progress)
+    (res,) = run_cells([cell], device=args.device, progress=args.progress, threads=args.threads)
     if args.json:
         print(json.dumps(cell_summary_dict(res), indent=2, default=float))
     else:

@@ -38,6 +38,7 @@ from attnsvm.sweep.derived import (
     run_info_inputs,
     sweep_digest,
 )
+from attnsvm.sweep.failed import current_failures
 from attnsvm.sweep.integrity import (
     StoreError,
     VerifyCache,
@@ -471,7 +472,7 @@ class Plan:
         return out
 
 
-def lock_results(plan: Plan) -> None:
+def lock_results(plan: Plan) -> list[str]:
     """Workflow start: take the plan's experiment directories (see :mod:`attnsvm.sweep.lock`).
 
     Called when the workflow has parsed its config, before :meth:`Plan.repair` moves or removes
@@ -479,11 +480,46 @@ def lock_results(plan: Plan) -> None:
     :class:`~attnsvm.sweep.lock.ResultsInUseError` (one line naming the holder's pid, host and
     start time) if another live workflow holds one of them. The locks are released when the
     process exits, however it ends (:func:`unlock_results` also runs at the workflow's end).
+    Returns one line per stale lock taken over (:func:`attnsvm.sweep.lock.lock_experiments`).
     """
-    lock_experiments(plan.results, plan.experiments)
+    notes: list[str] = []
+    lock_experiments(plan.results, plan.experiments, notes)
     atexit.register(unlock_results, plan)
+    return notes
 
 
 def unlock_results(plan: Plan) -> None:
     """Workflow end (success or error): release the locks this process took."""
     unlock_experiments(plan.results, plan.experiments)
+
+
+def failed_blocks(plan: Plan, since: float | None = None) -> list[dict]:
+    """The records of the plan's failed block jobs that still stand
+    (:func:`attnsvm.sweep.failed.current_failures`), of jobs that started from ``since``
+    (Unix time) on when given: what the workflow counts at its end."""
+    out = []
+    for exp in plan.experiments:
+        found = current_failures(plan.paths.blocks_dir(exp), plan.blocks(exp))
+        out += [r for r in found if since is None or float(r.get("started", 0)) >= since]
+    return out
+
+
+def failure_report(plan: Plan, since: float | None = None) -> str | None:
+    """One line counting the plan's failed block jobs (:func:`failed_blocks`) by kind, with
+    the first of each; None when none failed (the workflow's end: a run with one exits
+    non-zero)."""
+    records = failed_blocks(plan, since)
+    if not records:
+        return None
+    kinds: dict[str, list[dict]] = {}
+    for r in records:
+        kinds.setdefault(str(r.get("kind", "?")), []).append(r)
+    parts = []
+    for kind, rs in sorted(kinds.items()):
+        what = ("nothing stored, recomputed by the next run" if kind == "environment"
+                else "stored as failed cells; rerun with --forcerun after a fix")  # fmt: skip
+        why = (str(rs[0].get("reason", "")).splitlines() or [""])[0][:200]
+        parts.append(
+            f"{len(rs)} {kind} ({what}); e.g. {rs[0]['experiment']}/{rs[0]['block']}: {why}"
+        )
+    return f"{len(records)} block job(s) failed: " + "; ".join(parts)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 import warnings
 from pathlib import Path
@@ -18,24 +17,20 @@ import numpy as np
 from attnsvm import codes, status_cache
 from attnsvm.logs import job_start_time
 from attnsvm.status_cache import StatusPlan, StoreChecks, store_key
+from attnsvm.sweep import owner
+from attnsvm.sweep.failed import current_failures
 from attnsvm.sweep.integrity import check_block
 
 
 def _claim_state(claim: Path) -> str:
-    """running / killed for a block's claim file (``.<block>.zarr.running``)."""
+    """running / killed for a block's claim file (``.<block>.zarr.running``): running only
+    while its job's process lives (:func:`attnsvm.sweep.owner.state`: not a zombie, not a
+    reused pid) or runs on another node, which cannot be checked from here."""
     try:
         info = json.loads(claim.read_text())
     except (OSError, ValueError):
-        return "running"
-    if info.get("host") != socket.gethostname():
-        return "running"  # another node: cannot check the process, trust the claim
-    try:
-        os.kill(int(info["pid"]), 0)
-    except ProcessLookupError:
-        return "killed"
-    except (PermissionError, KeyError, ValueError):
-        return "running"
-    return "running"
+        return "killed"  # written atomically: unreadable means damaged, not being written
+    return "killed" if owner.state(info) == owner.DEAD else "running"
 
 
 def _claim_started(claim: Path) -> float | None:
@@ -212,6 +207,11 @@ def scan_experiment(
         cells["missing"] += sum(plan[b] for b in missing)
     else:
         missing = sorted(set(killed) - set(done))
+    environment = [
+        {"block": r["block"], "reason": str(r.get("reason", "")), "host": r.get("host", "")}
+        for r in current_failures(blocks_dir, plan)
+        if r.get("kind") == "environment"
+    ]
     return {
         "blocks_planned": len(plan) if plan is not None else None,
         "blocks_done": len(done),
@@ -219,6 +219,7 @@ def scan_experiment(
         "running": sorted(b for b in running if b not in done),
         "blocks_killed": sorted(b for b in killed if b not in done),
         "blocks_failed": sorted(failed_blocks),
+        "blocks_failed_environment": environment,
         "blocks_missing": len(missing),
         "missing": missing,
         "blocks_unfinished": unfinished,
@@ -503,6 +504,13 @@ def print_status(
             print(f"  derived output (rebuilt by the next run): {line}")
         if r["ignored"]:
             print(f"  ignored, no block of the plan: {', '.join(r['ignored'][:5])}")
+        env = r.get("blocks_failed_environment", [])
+        if env:
+            why = env[0]["reason"].splitlines()[0] if env[0]["reason"] else "?"
+            print(
+                f"  failed for an environmental reason (nothing stored; recomputed by the next "
+                f"run): {len(env)}, e.g. {env[0]['block']} on {env[0]['host'] or '?'}: {why}"
+            )
         if r["blocks_failed"]:
             print(
                 "  crashed blocks (rerun with --forcerun on their paths; list them with "

@@ -198,3 +198,78 @@ def test_unwritable_results_refused_in_process(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=f"{tmp_path} is not writable"):
         files.check_results_dir(tmp_path / "results")
     assert not (tmp_path / "results").exists()
+
+
+# -------------------------------------------- a bad ATTNSVM_* variable, a stale lock
+@pytest.mark.parametrize(
+    "name, value, fragment",
+    [
+        ("ATTNSVM_FUSED", "yes", "ATTNSVM_FUSED='yes': leave it unset"),
+        ("ATTNSVM_FUSED_LEVEL", "x86-64-v9", "ATTNSVM_FUSED_LEVEL='x86-64-v9': one of the builds"),
+        ("ATTNSVM_FUSD", "0", "ATTNSVM_FUSD='0': no such variable"),
+        ("ATTNSVM_FAULT_INJECT", "kil:x", "ATTNSVM_FAULT_INJECT='kil:x'"),
+    ],
+)
+def test_a_bad_attnsvm_variable_is_refused_before_any_block(tmp_path, name, value, fragment):
+    """A typo in an ATTNSVM_* variable's value or name: one line naming it, from check-config
+    and from the workflow before any job (a typo must not fail every trained cell)."""
+    wd = scratch_workflow(tmp_path)
+    (wd / "c.yaml").write_text(yaml.safe_dump(config()))
+    env = {**os.environ, name: value}
+    checked = subprocess.run(
+        [sys.executable, "-m", "attnsvm.cli", "check-config", "c.yaml"],
+        cwd=wd, capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    _assert_one_line(checked, 0.0, fragment)
+    run = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--configfile", "c.yaml", "--cores", "1"],
+        cwd=wd, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    _assert_one_line(run, 0.0, f"attnsvm: environment error: {fragment}")
+    assert not (wd / "results").exists()
+
+
+@pytest.mark.parametrize("content", ["", "{not json", '{"pid": "x"}', "dead"])
+def test_a_stale_lock_is_taken_over_with_a_line(tmp_path, content):
+    """A lock left empty by a full disk, unreadable, or naming a process of this host that is
+    gone (or a zombie) is stale: taken over, with a line saying so."""
+    import json
+    import socket
+
+    from attnsvm.sweep.lock import LOCK_NAME, lock_experiments, unlock_experiments
+
+    lock = tmp_path / "x" / LOCK_NAME
+    lock.parent.mkdir()
+    zombie = None
+    if content == "dead":
+        zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+        time.sleep(1)  # exited, not reaped: a zombie, as a killed job in a container
+        content = json.dumps({"pid": zombie.pid, "host": socket.gethostname()})
+    lock.write_text(content)
+    notes: list[str] = []
+    assert lock_experiments(tmp_path, ["x"], notes) == [lock]
+    assert len(notes) == 1 and f"the lock {lock}" in notes[0] and "taken over" in notes[0]
+    assert json.loads(lock.read_text())["pid"] == os.getpid()
+    unlock_experiments(tmp_path, ["x"])
+    assert not lock.exists()
+    if zombie is not None:
+        zombie.wait()
+
+
+def test_a_full_disk_leaves_no_empty_lock(tmp_path, monkeypatch):
+    """The lock is created whole (a complete temporary file linked into place) or not at all."""
+    import errno
+    from pathlib import Path as P
+
+    from attnsvm.sweep.lock import LOCK_NAME, lock_experiments
+
+    real = P.write_text
+
+    def full(self, *args, **kwargs):
+        real(self, "")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    monkeypatch.setattr(P, "write_text", full)
+    with pytest.raises(OSError, match="No space left"):
+        lock_experiments(tmp_path, ["x"])
+    assert not (tmp_path / "x" / LOCK_NAME).exists()

@@ -246,29 +246,35 @@ def test_changed_workflow_script_does_not_rerun_finished_blocks(clone, finished)
 
 @pytest.mark.slow
 def test_disk_full_block_is_retried_by_a_plain_resume(clone, finished, monkeypatch):
+    """An environmental failure (a full disk): nothing stored for the block, the run exits
+    non-zero counting it, status lists it, and the README resume computes it once the disk
+    has room."""
     from attnsvm.sweep.worker import FAULT_ENV
 
     store = a_block(clone)
     shutil.rmtree(store)
     monkeypatch.setenv(FAULT_ENV, "enospc:param=KQ_seeds=2-3")
     first = resume(clone)
-    assert first.returncode == 0, first.stderr[-3000:]
-    sweep = sweep_of(clone)
-    assert json.loads(sweep.attrs["status_counts"])["failed"] == 2
-    assert "No space left on device" in str(sweep["message"].sel(param="KQ", seed=2).values)
-    assert "retry block store" in status(clone).stdout
+    assert first.returncode != 0
+    assert "attnsvm: 1 block job(s) failed: 1 environment" in first.stderr, first.stderr[-3000:]
+    assert "No space left on device" in first.stderr
+    assert not store.exists() and not (clone / f"results/{EXP}/sweep.zarr").exists()
+    assert "failed for an environmental reason" in status(clone).stdout
     monkeypatch.delenv(FAULT_ENV)  # space freed
-    proc = assert_repaired(clone, finished[1])
-    assert "environmental reason: retrying" in proc.stderr
+    assert_repaired(clone, finished[1])
+    assert "failed for an environmental reason" not in status(clone).stdout
 
 
 @pytest.mark.slow
 def test_reproducible_crash_stays_failed_until_forced(clone, finished, monkeypatch):
+    """A failure of the code (an uncaught error): its cells are stored failed, the run exits
+    non-zero counting it; a plain resume keeps it, --forcerun on its path recomputes it."""
     from attnsvm.sweep.worker import FAULT_ENV
 
     shutil.rmtree(a_block(clone))
-    monkeypatch.setenv(FAULT_ENV, "kill:param=KQ_seeds=2-3")
-    assert resume(clone).returncode == 0
+    monkeypatch.setenv(FAULT_ENV, "raise:param=KQ_seeds=2-3")
+    first = resume(clone)
+    assert first.returncode != 0 and "1 block job(s) failed: 1 reproducible" in first.stderr
     monkeypatch.delenv(FAULT_ENV)
     again = resume(clone)
     assert again.returncode == 0 and executed_jobs(again, "block") == 0
@@ -277,6 +283,20 @@ def test_reproducible_crash_stays_failed_until_forced(clone, finished, monkeypat
     forced = snakemake(clone, "--configfile", "c.yaml", "--forcerun", *paths)
     assert forced.returncode == 0 and executed_jobs(forced, "block") == 1
     science_equal(sweep_of(clone), finished[1])
+
+
+@pytest.mark.slow
+def test_a_block_refused_by_collect_is_recomputed_by_the_next_resume(clone, finished):
+    """A file added to a block store (the repair step's stat rows do not list folders):
+    collect refuses the store and drops it from the repair step's cache, so the next README
+    resume hashes it, quarantines it and recomputes it (never the same failure forever)."""
+    assert resume(clone).returncode == 0  # the clone's stores verified: the cache vouches
+    (a_block(clone) / "stray.bin").write_bytes(b"added")
+    (clone / f"results/{EXP}/sweep.zarr" / "zarr.json").unlink()  # collect must run again
+    first = resume(clone)
+    assert first.returncode != 0 and "file not in the manifest: stray.bin" in first.stderr
+    proc = assert_repaired(clone, finished[1])
+    assert "moved to" in proc.stderr
 
 
 @pytest.mark.slow

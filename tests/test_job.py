@@ -12,10 +12,12 @@ import torch
 
 from attnsvm import codes
 from attnsvm.config.cell import Cell, cells_text
+from attnsvm.failures import EnvironmentFailure
 from attnsvm.gd.device import EXIT_DEVICE_UNAVAILABLE, DeviceUnavailableError
 from attnsvm.plan import Plan, parse_config
 from attnsvm.status import scan_experiment
 from attnsvm.sweep.collect import collect_sweep
+from attnsvm.sweep.failed import current_failures, failure_path
 from attnsvm.sweep.job import FAULT_ENV, block_job, claim_path
 from attnsvm.sweep.store import open_block
 
@@ -42,9 +44,10 @@ def test_worker_success_writes_store_and_removes_claim(tmp_path):
 
 
 def test_crashed_worker_is_recorded_as_failed_cells(tmp_path, monkeypatch):
+    """An uncaught error of the code (a reproducible failure) is stored as failed cells."""
     exp = parse_config(CONFIG)["x"]
     blocks = exp.blocks()
-    monkeypatch.setenv(FAULT_ENV, "kill:param=KQ")
+    monkeypatch.setenv(FAULT_ENV, "raise:param=KQ")
     paths = {}
     for b in blocks:
         paths[b.name] = block_job(
@@ -55,9 +58,9 @@ def test_crashed_worker_is_recorded_as_failed_cells(tmp_path, monkeypatch):
             device="cpu",
         )
     crashed = open_block(paths["param=KQ_seeds=0-1"])
-    assert crashed.attrs["block_failed"] == 1
+    assert crashed.attrs["block_failed"] == 1 and crashed.attrs["failure_kind"] == "reproducible"
     assert np.all(crashed["status"].values == codes.CELL_STATUS.index("failed"))
-    assert "worker killed by SIGKILL" in str(crashed["message"].values[0])
+    assert "worker exited with status 1" in str(crashed["message"].values[0])
     sweep = collect_sweep(exp, paths)  # the crash does not stop collection
     assert json.loads(sweep.attrs["status_counts"]) == {
         "ok": 2,
@@ -71,6 +74,49 @@ def test_crashed_worker_is_recorded_as_failed_cells(tmp_path, monkeypatch):
     assert state["blocks_failed"] == ["param=KQ_seeds=0-1"]
     assert state["blocks_done"] == 2 and state["blocks_missing"] == 0
     assert state["cells"]["failed"] == 2
+    (record,) = current_failures(tmp_path / "x" / "blocks")
+    assert record["kind"] == "reproducible" and record["block"] == "param=KQ_seeds=0-1"
+
+
+@pytest.mark.parametrize("fault", ["kill", "segv", "enospc"])
+def test_a_signal_or_a_full_disk_is_an_environmental_failure_stored_apart(
+    tmp_path, monkeypatch, fault
+):
+    """The worker killed by a signal (simulated SIGKILL, a real SIGSEGV) or a full disk: no
+    store (no cell is failed for it), a record of the failure that status lists, and the
+    block is computed by the next attempt once the cause is gone."""
+    plan = Plan.from_config(CONFIG)
+    name = "param=KQ_seeds=0-1"
+    cells = [c.to_dict() for c in plan.blocks("x")[name].cells]
+    out = tmp_path / "x" / "blocks" / f"{name}.zarr"
+    monkeypatch.setenv(FAULT_ENV, f"{fault}:param=KQ")
+    with pytest.raises(EnvironmentFailure, match=f"block {name}: .*the next run"):
+        block_job(cells, out, experiment="x", block=name, device="cpu")
+    assert not out.exists() and not claim_path(out).exists()
+    assert not list(out.parent.glob(f".{name}*"))
+    (record,) = current_failures(out.parent)
+    assert record["kind"] == "environment" and record["block"] == name
+    state = scan_experiment(tmp_path / "x", {n: len(b.cells) for n, b in plan.blocks("x").items()})
+    assert [r["block"] for r in state["blocks_failed_environment"]] == [name]
+    assert state["blocks_failed"] == [] and state["blocks_missing"] == 2
+    monkeypatch.delenv(FAULT_ENV)  # the cause is gone
+    block_job(cells, out, experiment="x", block=name, device="cpu")
+    assert np.all(open_block(out)["status"].values == codes.CELL_STATUS.index("ok"))
+    assert current_failures(out.parent) == []
+    assert not failure_path(out).exists()
+
+
+def test_a_bad_variable_in_a_workers_environment_is_an_environmental_failure(tmp_path, monkeypatch):
+    cells = [Cell(n=3, T=3, d=3, iterations=20, seed=0).to_dict()]
+    out = tmp_path / "x" / "blocks" / "b.zarr"
+    log = tmp_path / "b.log"
+    monkeypatch.setenv("ATTNSVM_FUSED", "yes")
+    with open(log, "w") as fh:
+        monkeypatch.setattr(sys, "stderr", fh)
+        with pytest.raises(EnvironmentFailure, match="ATTNSVM_FUSED='yes'"):
+            block_job(cells, out, experiment="x", block="b", device="cpu", log=str(log))
+    assert not out.exists()
+    assert "ATTNSVM_FUSED='yes'" in current_failures(out.parent)[0]["reason"]
 
 
 def test_status_counts_missing_running_and_killed(tmp_path):
@@ -88,6 +134,22 @@ def test_status_counts_missing_running_and_killed(tmp_path):
     state = scan_experiment(tmp_path / "x", {n: 2 for n in names})
     assert state["blocks_running"] == 1 and state["blocks_killed"] == [names[1]]
     assert state["blocks_missing"] == 2 and state["cells"]["missing"] == 4
+    # a killed job that nobody reaped (a zombie), a reused pid, an unreadable claim: killed
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    while open(f"/proc/{zombie.pid}/stat").read().rpartition(")")[2].split()[0] != "Z":
+        time.sleep(0.01)
+    (blocks_dir / f".{names[0]}.zarr.running").write_text(
+        json.dumps({"pid": zombie.pid, "host": os.uname().nodename})
+    )
+    (blocks_dir / f".{names[1]}.zarr.running").write_text(
+        json.dumps({"pid": os.getpid(), "host": os.uname().nodename, "ticks": 1})
+    )
+    state = scan_experiment(tmp_path / "x", {n: 2 for n in names})
+    assert state["blocks_running"] == 0 and len(state["blocks_killed"]) == 2
+    zombie.wait()
+    (blocks_dir / f".{names[0]}.zarr.running").write_text("")
+    state = scan_experiment(tmp_path / "x", {n: 2 for n in names})
+    assert state["blocks_running"] == 0 and len(state["blocks_killed"]) == 2
 
 
 def test_cost_warning_for_absurd_local_grid():

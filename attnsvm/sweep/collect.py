@@ -30,7 +30,12 @@ from attnsvm.config.cell import cells_digest
 from attnsvm.config.grid import Block, Experiment, experiment_from_json
 from attnsvm.logs import stage
 from attnsvm.sweep.derived import blocks_digest
-from attnsvm.sweep.integrity import StoreError, clean_stale_partials, stray_entries
+from attnsvm.sweep.integrity import (
+    StoreError,
+    clean_stale_partials,
+    forget_verified,
+    stray_entries,
+)
 from attnsvm.sweep.store import fill_value, is_finished_store, load_verified, write_atomic
 from attnsvm.variables import annotate, fixed_attrs
 
@@ -299,7 +304,11 @@ def collect_experiment(
         raise ValueError(f"block stores not in the plan of {exp.name!r}: {unknown[:5]}")
     inputs = blocks_digest(paths)  # before reading: a block replaced meanwhile is a mismatch
     with stage(log, "collect", experiment=exp.name, blocks=len(paths), workers=workers) as info:
-        sweep = collect_sweep(exp, paths, workers)
+        try:
+            sweep = collect_sweep(exp, paths, workers)
+        except StoreError as err:
+            forget_verified(err.path)  # the next run's repair step hashes it again
+            raise
         info["cells"] = exp.n_cells
         info["MB"] = f"{sweep.nbytes / 1e6:.2f}"
     with stage(log, "write", store=out):

@@ -507,6 +507,16 @@ class VerifyCache:
         self.changed = False
 
 
+def forget_verified(store: str | os.PathLike) -> None:
+    """Drop the block store ``store`` (``<experiment>/blocks/<block>.zarr``) from its
+    experiment's :class:`VerifyCache`: a reader refused it (collect), so the next run's repair
+    step hashes it again, finds it damaged and recomputes it, instead of trusting the cache."""
+    store = Path(store)
+    cache = VerifyCache(store.parent.parent)
+    cache.drop(store.name.removesuffix(".zarr"))
+    cache.save()
+
+
 #: threads that stat the files of the block stores at start (the stat calls release the GIL
 #: and wait on the file system; bench/bench_repair.py)
 STAT_THREADS = 8

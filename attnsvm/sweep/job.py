@@ -1,11 +1,24 @@
-"""A block job: the workflow job that runs a block's worker and survives its crash (out-of-memory,
-a signal, a bug).
+"""A block job: the workflow job that runs a block's worker and survives its crash (a signal, an
+uncaught error, a broken machine).
 
-:func:`block_job` computes a block in a worker process (``python -m attnsvm.sweep.worker``). If the
-worker dies (killed by the out-of-memory killer, a segfault, an uncaught error), the job
-still writes the block's store, with every cell marked ``failed`` and the reason in its
-message, so the sweep records the failure instead of losing the grid points. A kill of the
-whole job (walltime, preemption, Ctrl-C) leaves no store, and the block is simply rerun.
+:func:`block_job` computes a block in a worker process: a fork of the machine's fork server
+(:mod:`attnsvm.sweep.forkserver`), which imported everything once, else a process of its own.
+What happens when the worker fails depends on who is at fault (docs/resume.md, "Failed
+blocks"; :data:`attnsvm.codes.FAILURE_KINDS`):
+
+- the *environment* (the worker killed by a signal: the out-of-memory killer, a bus error of
+  a damaged library, a node going down; a full disk; a bad ``ATTNSVM_*`` variable; no GPU for
+  ``device: cuda``; a training library that cannot be built): nothing is stored, the job fails
+  (:class:`attnsvm.failures.EnvironmentFailure`) and the next run of the workflow recomputes
+  the block, once the cause is gone;
+- the *block* (an uncaught error in attnsvm's code): the job writes the block's store with
+  every cell marked ``failed`` and the reason in its message, so the sweep records the failure
+  instead of losing the grid points; it stays failed until forced (``--forcerun``).
+
+Either way a record ``<experiment>/failures/<block>.json`` says what happened (kind, reason,
+host, time): ``attnsvm status`` lists them and the workflow's end counts them (a run with a
+failed block exits non-zero). A kill of the whole job (walltime, preemption, Ctrl-C) leaves
+no store, and the block is simply rerun.
 """
 
 from __future__ import annotations
@@ -14,8 +27,6 @@ import json
 import logging
 import os
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,22 +35,22 @@ from pathlib import Path
 from typing import Any
 
 from attnsvm import codes
-from attnsvm.config.cell import Cell, cells_text
-from attnsvm.config.grid import planned_experiment
-from attnsvm.failures import DeviceUnavailableError
+from attnsvm.atomic import write_text_atomic
+from attnsvm.failures import DeviceUnavailableError, EnvironmentFailure
+from attnsvm.sweep import forkserver, owner
+from attnsvm.sweep.failed import clear_failure, record_failure
 from attnsvm.sweep.integrity import clean_stale_partials
-from attnsvm.sweep.worker import FAULT_ENV
+from attnsvm.sweep.worker import FAULT_ENV, spec_cells
 
 logger = logging.getLogger(__name__)
 
 RUNNING_SUFFIX = ".running"
-BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-__all__ = ["FAULT_ENV", "clean_stale_partials", "claim_path", "block_job", "planned_block_job"]
+__all__ = ["FAULT_ENV", "block_job", "claim_path", "planned_block_job"]
 
 
 def _describe_exit(code: int) -> str:
     if code == codes.EXIT_ENVIRONMENT:
-        return "environmental failure (retried by the next run of the workflow)"
+        return "environmental failure"
     if code < 0:
         try:
             name = signal.Signals(-code).name
@@ -48,6 +59,13 @@ def _describe_exit(code: int) -> str:
         hint = " (the out-of-memory killer sends SIGKILL)" if -code == signal.SIGKILL else ""
         return f"worker killed by {name}{hint}"
     return f"worker exited with status {code}"
+
+
+def failure_kind(code: int) -> str:
+    """``environment`` or ``reproducible`` (:data:`attnsvm.codes.FAILURE_KINDS`) for a worker
+    that ended with ``code`` (a negative code: killed by that signal)."""
+    environment = code < 0 or code in (codes.EXIT_ENVIRONMENT, codes.EXIT_DEVICE_UNAVAILABLE)
+    return "environment" if environment else "reproducible"
 
 
 def _log_tail(path: str | None, lines: int = 15) -> str:
@@ -67,16 +85,15 @@ def planned_block_job(
     """Rule ``block``: compute block ``block`` of ``experiment`` as planned from ``config``.
 
     The Snakemake process that planned the job validated ``config`` and every cell
-    (:func:`attnsvm.plan.parse_config`); here only this block's cells are built from it,
-    without validating them again (:meth:`attnsvm.config.grid.Experiment.block`), and
-    :func:`block_job` serializes them once, for its worker. ``options``: those of :func:`block_job`.
+    (:func:`attnsvm.plan.parse_config`); the worker builds only this block's cells from it,
+    without validating them again (:meth:`attnsvm.config.grid.Experiment.block`), so this
+    process imports nothing of the configuration. ``options``: those of :func:`block_job`.
     """
-    cells = planned_experiment(config, experiment).block(block).cells
-    return block_job(cells, out, experiment=experiment, block=block, **options)
+    return _run_block({"config": config}, out, experiment=experiment, block=block, **options)
 
 
 def block_job(
-    cells: Sequence[Cell | dict[str, Any]],
+    cells: Sequence[Any],
     out: str | os.PathLike,
     *,
     experiment: str = "",
@@ -85,28 +102,57 @@ def block_job(
     threads: int = 1,
     log: str | None = None,
 ) -> Path:
-    """Compute one block in a worker process and guarantee a store at ``out``.
+    """Compute one block in a worker process; returns the path of its store (the worker's, or
+    a failed-block store if its code failed).
 
-    ``cells``: planned cells, or their dicts (validated here). Returns the path of the store:
-    the worker's, or a failed-block store if it crashed.
-    Raises :class:`attnsvm.failures.DeviceUnavailableError` at once, writing nothing, when
-    ``device`` asks for CUDA and there is none (an environmental failure: no cell is failed
-    for it, and a rerun on a machine with a GPU computes the block).
+    ``cells``: planned cells, or their dicts (validated here). Raises
+    :class:`attnsvm.failures.DeviceUnavailableError` at once, writing nothing, when ``device``
+    asks for CUDA and there is none, and :class:`attnsvm.failures.EnvironmentFailure` when the
+    worker failed for an environmental reason (module docstring); neither stores anything.
     """
-    _check_device(device)
+    from attnsvm.config.cell import Cell, cells_text  # pydantic: only where cells are given
+
     text = cells_text([c if isinstance(c, Cell) else Cell.from_dict(c) for c in cells])
+    return _run_block({"cells_json": text}, out, experiment=experiment, block=block,
+                      device=device, threads=threads, log=log)  # fmt: skip
+
+
+def _run_block(
+    what: dict[str, Any],
+    out: str | os.PathLike,
+    *,
+    experiment: str = "",
+    block: str = "",
+    device: str = "auto",
+    threads: int = 1,
+    log: str | None = None,
+) -> Path:
+    _check_device(device)
     started = time.time()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_partials(out)
     claim = claim_path(out)
-    claim.write_text(
-        json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started})
-    )
+    write_text_atomic(claim, json.dumps(owner.identity()))
+    spec = {
+        **what,
+        "job_started": started,
+        "out": str(out),
+        "experiment": experiment,
+        "block": block,
+        "device": device,
+        "threads": max(1, int(threads)),
+    }
+    fd, name = tempfile.mkstemp(prefix="attnsvm-why-", suffix=".txt")
+    os.close(fd)
+    why = Path(name)
+    spec["why"] = str(why)  # the worker's reason for an environmental failure
     try:
-        return _spawn_worker(text, out, experiment, block, device, threads, log, started)
+        code = _spawn_worker(spec, block)
+        return _outcome(code, spec, out, log)
     finally:
         claim.unlink(missing_ok=True)
+        why.unlink(missing_ok=True)
 
 
 def _check_device(device: str) -> None:
@@ -122,65 +168,59 @@ def claim_path(out: Path) -> Path:
     return out.parent / f".{out.name}{RUNNING_SUFFIX}"
 
 
-def _spawn_worker(
-    cells_json: str,
-    out: Path,
-    experiment: str,
-    block: str,
-    device: str,
-    threads: int,
-    log: str | None,
-    started: float,
-) -> Path:
-    spec = {
-        "job_started": started,
-        "cells_json": cells_json,  # the one serialization of the cells: the store keeps it
-        "out": str(out),
-        "experiment": experiment,
-        "block": block,
-        "device": device,
-        "threads": threads,
-    }
+def _spawn_worker(spec: dict[str, Any], block: str) -> int:
+    """Run the worker on ``spec`` in a fork of this machine's fork server (its imports done
+    once for every job; :mod:`attnsvm.sweep.forkserver`), else in a process of its own; its
+    exit status (negative: killed by that signal)."""
+    fault = os.environ.get(FAULT_ENV, "")
+    if fault.startswith("kill:") and fault[5:] and fault[5:] in block:
+        return -signal.SIGKILL  # simulate the worker being OOM-killed
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(spec, fh)
         spec_path = fh.name
-    env = dict(os.environ)
-    # BLAS pools sized to the job's cores: the default (all cores per process) makes
-    # parallel jobs fight over the machine (a 1 s -> 0.2 s difference for small lstsq calls).
-    for var in BLAS_THREAD_VARS:
-        env[var] = str(max(1, int(threads)))
-    fault = env.get(FAULT_ENV, "")
     try:
-        if fault.startswith("kill:") and fault[5:] and fault[5:] in block:
-            code = -signal.SIGKILL  # simulate the worker being OOM-killed
-        else:
-            sys.stderr.flush()
-            try:
-                err = sys.stderr if sys.stderr.fileno() >= 0 else None
-            except (AttributeError, OSError, ValueError):
-                err = None  # e.g. pytest's capture: let the worker inherit our stderr
-            cmd = [sys.executable, "-m", "attnsvm.sweep.worker", spec_path]
-            logger.info("block %s: starting the worker process", block)
-            t0 = time.perf_counter()
-            code = subprocess.call(cmd, env=env, stderr=err)
-            logger.info(
-                "block %s: worker exited with status %d after %.3f s (start-up included)",
-                *(block, code, time.perf_counter() - t0),
-            )
+        logger.info("block %s: starting the worker", block)
+        t0 = time.perf_counter()
+        code = forkserver.run("attnsvm.sweep.worker:_main", [spec_path])
+        logger.info(
+            "block %s: worker exited with status %d after %.3f s (start-up included)",
+            *(block, code, time.perf_counter() - t0),
+        )
+        return code
     finally:
         os.unlink(spec_path)
+
+
+def _outcome(code: int, spec: dict[str, Any], out: Path, log: str | None) -> Path:
+    """The store of a block whose worker ended with ``code``, or the environmental failure."""
+    block = spec.get("block") or out.name
     if code == 0 and out.exists():
+        clear_failure(out)  # an earlier failure of this block is over
         return out
-    if code == codes.EXIT_DEVICE_UNAVAILABLE:  # the worker saw no GPU although this process did
-        tail = _log_tail(log, 1)
-        raise DeviceUnavailableError(f"block {block or out.name}: {tail or 'no CUDA device'}")
-    reason = _describe_exit(code)
+    if code == 0:
+        code = 1  # it said it succeeded, yet wrote nothing
+    kind = failure_kind(code)
     tail = _log_tail(log)
+    reason = _describe_exit(code)
+    if kind == "environment":
+        try:
+            last = Path(spec["why"]).read_text().strip()
+        except (KeyError, OSError):
+            last = ""
+        reason += f": {last}" if last else ""
+        record_failure(out, spec.get("experiment", ""), block, kind, reason, code)
+        clean_stale_partials(out)
+        if code == codes.EXIT_DEVICE_UNAVAILABLE:  # the worker saw no GPU, this process did
+            raise DeviceUnavailableError(f"block {block}: {last or 'no CUDA device'}")
+        raise EnvironmentFailure(
+            f"block {block}: {reason}; nothing stored, the next run of the workflow recomputes it"
+        )
     message = f"block job failed: {reason}" + (f"\n--- worker log tail ---\n{tail}" if tail else "")
     print(f"attnsvm: {message}", file=sys.stderr)
-    from attnsvm.sweep.store import failed_block_dataset, write_atomic  # xarray, zarr: on a crash
+    record_failure(out, spec.get("experiment", ""), block, kind, reason, code)
+    # xarray, zarr and the cells: only after a crash
+    from attnsvm.sweep.store import failed_block_dataset, write_atomic
 
-    kind = "environment" if code == codes.EXIT_ENVIRONMENT else "reproducible"
     clean_stale_partials(out)
-    attrs = {"experiment": experiment, "block": block}
-    return write_atomic(failed_block_dataset(cells_json, message, attrs, kind), out)
+    attrs = {"experiment": spec.get("experiment", ""), "block": spec.get("block", "")}
+    return write_atomic(failed_block_dataset(spec_cells(spec), message, attrs, kind), out)

@@ -12,25 +12,30 @@ import errno
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attnsvm import codes, provenance
-from attnsvm.config.cell import Cell, cells_from_text, cells_text, text_digest
-from attnsvm.failures import DeviceUnavailableError, is_environmental
+from attnsvm.failures import DeviceUnavailableError, EnvironmentFailure, is_environmental
 from attnsvm.logs import configure, stage
+
+if TYPE_CHECKING:
+    from attnsvm.config.cell import Cell
 
 log = logging.getLogger("attnsvm.sweep.worker")  # also when run as __main__ (the worker)
 
 FAULT_ENV = "ATTNSVM_FAULT_INJECT"
-"""Fault injection for tests (read by the worker and by :func:`attnsvm.sweep.job.block_job`):
-``kill:<substring>`` makes the worker of every block whose name contains the substring
-SIGKILL itself before computing (as the out-of-memory killer would); ``enospc:<substring>``
-makes it fail as on a full disk."""
+"""Fault injection for tests (read by the worker and by :func:`attnsvm.sweep.job.block_job`;
+:data:`attnsvm.sweep.environment.FAULTS`): ``kill:<substring>`` makes the worker of every
+block whose name contains the substring be killed by SIGKILL before computing (as the
+out-of-memory killer would), ``segv:<substring>`` die of SIGSEGV, ``enospc:<substring>``
+fail as on a full disk and ``raise:<substring>`` with an uncaught error (a bug of the code: a
+reproducible failure)."""
 
 
 def write_block(
@@ -54,6 +59,8 @@ def write_block(
     workflow job began, before the worker's start-up: ``attnsvm status`` estimates the
     remaining time from these wall times per job.
     """
+    from attnsvm.config.cell import Cell, cells_text, text_digest  # pydantic: not in the job
+
     job_started = time.time() if job_started is None else float(job_started)
     t_start = time.perf_counter()
     cells = [c if isinstance(c, Cell) else Cell.from_dict(c) for c in cells]
@@ -63,21 +70,18 @@ def write_block(
         from attnsvm.gd.device import resolve_device  # torch: SVM-only blocks (E3) never load it
 
         resolve_device(device)  # DeviceUnavailableError before any work when CUDA is missing
+        _check_training_library()
     with stage(log, "imports"):  # timed: the worker's start-up, logged per job
         from attnsvm.sweep.store import results_to_dataset, write_atomic
         from attnsvm.tasks import run_cells
 
-        if trains:
-            import torch  # loaded by the tasks that train; SVM-only blocks (E3) never need it
-
-            torch.set_num_threads(max(1, int(threads)))
     log.info(
         "block %s of experiment %s: %d cell(s), device %s, %d torch thread(s), out %s",
         *(block or "-", experiment or "-", len(cells), device, int(threads), out),
     )
     start, t0 = provenance.now(), time.perf_counter()
     with stage(log, "compute", cells=len(cells)):
-        results = run_cells(cells, device=device)
+        results = run_cells(cells, device=device, threads=threads)
     compute = time.perf_counter() - t0
     attrs = {
         "experiment": experiment,
@@ -118,6 +122,45 @@ def write_block(
     return path
 
 
+def _check_training_library() -> None:
+    """Raise :class:`EnvironmentFailure` when this machine has a C compiler but the fused
+    loop's library cannot be built, checked or loaded even after its rebuild
+    (:mod:`attnsvm.gd.native`): training would silently take the torch loop here and give
+    other last bits than elsewhere. A machine without a compiler takes the torch loop, as
+    documented (docs/science.md §3, "Fused step")."""
+    from attnsvm.gd import fused, native  # torch: blocks that train load it anyway
+
+    if fused.enabled() and fused.library() is None and native.PROBLEMS:
+        raise EnvironmentFailure(f"the fused training loop is unusable here: {native.PROBLEMS[-1]}")
+
+
+def spec_cells(spec: dict[str, Any]) -> str:
+    """The spec's cells as text: given, or this block's cells built from the planned config
+    (validated by the process that planned the job: not again)."""
+    if "cells_json" in spec:
+        return spec["cells_json"]
+    # pydantic and the config models: in the worker, not in the job that starts it
+    from attnsvm.config.cell import cells_text
+    from attnsvm.config.grid import planned_experiment
+
+    exp = planned_experiment(spec["config"], spec["experiment"])
+    return cells_text(exp.block(spec["block"]).cells)
+
+
+def _inject(fault: str, spec: dict[str, Any]) -> None:
+    """The test faults of :data:`FAULT_ENV` that happen in the worker."""
+    kind, _, part = fault.partition(":")
+    if not part or part not in spec.get("block", ""):
+        return
+    if kind == "enospc":
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), spec["out"])
+    if kind == "raise":
+        raise RuntimeError(f"fault injected by {FAULT_ENV}={fault}")
+    if kind == "segv":
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+
 def _main(argv: list[str]) -> int:
     """``python -m attnsvm.sweep.worker SPEC.json``: worker of :func:`attnsvm.sweep.job.block_job`.
 
@@ -131,14 +174,18 @@ def _main(argv: list[str]) -> int:
     """
     configure()
     spec = json.loads(Path(argv[0]).read_text())
-    fault = os.environ.get(FAULT_ENV, "")
     try:
-        if fault.startswith("enospc:") and fault[7:] and fault[7:] in spec.get("block", ""):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), spec["out"])  # fault test
+        # pydantic and the config models: in the worker, not in the job that starts it
+        from attnsvm.config.cell import cells_from_text
+        from attnsvm.sweep.environment import check_environment
+
+        check_environment()  # this node's ATTNSVM_* variables (a cluster node's may differ)
+        _inject(os.environ.get(FAULT_ENV, ""), spec)
+        cells_json = spec_cells(spec)
         write_block(
-            cells_from_text(spec["cells_json"]),  # validated when the plan was built
+            cells_from_text(cells_json),  # validated when the plan was built
             spec["out"],
-            cells_json=spec["cells_json"],
+            cells_json=cells_json,
             experiment=spec.get("experiment", ""),
             block=spec.get("block", ""),
             device=spec.get("device", "auto"),
@@ -147,14 +194,25 @@ def _main(argv: list[str]) -> int:
         )
     except DeviceUnavailableError as err:
         print(f"attnsvm: error: {err}", file=sys.stderr)
+        _tell_why(spec, f"attnsvm: error: {err}")
         return codes.EXIT_DEVICE_UNAVAILABLE
     except Exception as err:
         if not is_environmental(err):
             raise
         traceback.print_exc()
         print(f"attnsvm: environmental failure: {err}", file=sys.stderr)
+        _tell_why(spec, str(err))
         return codes.EXIT_ENVIRONMENT
     return 0
+
+
+def _tell_why(spec: dict[str, Any], line: str) -> None:
+    """Leave the reason of an environmental failure where the job reads it (``why``)."""
+    if spec.get("why"):
+        try:
+            Path(spec["why"]).write_text(line.splitlines()[0] if line else "")
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from attnsvm.config.cell import Cell
+from attnsvm.gd.threads import limited
 from attnsvm.tasks.cache import SolveCache
 from attnsvm.tasks.result import CellResult
 
@@ -84,7 +85,10 @@ def group_by_shape(cells: Sequence[Cell]) -> list[list[int]]:
 
 
 def run_cells(
-    cells: Sequence[Cell], device: str = "auto", progress: bool = False
+    cells: Sequence[Cell],
+    device: str = "auto",
+    progress: bool = False,
+    threads: int | None = None,
 ) -> list[CellResult]:
     """Train every cell (batched by shape on ``device``), solve its SVMs, compute its metrics.
 
@@ -92,8 +96,18 @@ def run_cells(
     distinct constraint set among the cells (:class:`~attnsvm.tasks.cache.SolveCache`): the W
     and KQ runs of one seed share their data, and often their selected tokens. Each shape
     group logs its sizes and the wall time of its stages; ``progress`` shows bars on stderr
-    (training steps, then cells solved).
+    (training steps, then cells solved). ``threads``: the cores every thread pool (BLAS,
+    OpenMP, torch) may use, by default those the process was given
+    (:func:`attnsvm.gd.threads.limited`).
     """
+    if any(c.train for c in cells):
+        import torch  # noqa: F401 - loaded before its thread pools are limited
+
+    with limited(threads):
+        return _run_cells(cells, device, progress)
+
+
+def _run_cells(cells: Sequence[Cell], device: str, progress: bool) -> list[CellResult]:
     out: list[CellResult | None] = [None] * len(cells)
     cache = SolveCache()
     groups = group_by_shape(cells)

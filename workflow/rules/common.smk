@@ -6,13 +6,20 @@
 # `attnsvm check-config` runs), one error line naming key, value and what is allowed, before
 # any job is planned; workflow/schemas/config.schema.yaml is generated from those models.
 import sys
+import time
 
 import attnsvm
 from attnsvm.config.files import check_config_files, check_results_dir
 from attnsvm.config.errors import ConfigError
-from attnsvm.plan import Plan, lock_results, unlock_results
+from attnsvm.sweep.environment import EnvironmentVariableError, check_environment
+from attnsvm.plan import Plan, failure_report, lock_results, unlock_results
 from attnsvm.sweep.lock import ResultsInUseError
 
+STARTED = time.time()
+try:
+    check_environment()  # every ATTNSVM_* variable, once, before any job
+except EnvironmentVariableError as err:
+    sys.exit(f"attnsvm: environment error: {err}")
 try:
     check_config_files(workflow.configfiles)  # what Snakemake's loader lets through
     PLAN = Plan.from_config(config)
@@ -28,9 +35,12 @@ if workflow.is_main_process:
     # anything: a refused run changes nothing (not taken for a dry run, which changes nothing)
     if not dry_run:
         try:
-            lock_results(PLAN)
+            for note in lock_results(PLAN):
+                print(f"attnsvm: warning: {note}", file=sys.stderr)
         except ResultsInUseError as err:
             sys.exit(f"attnsvm: {err}")
+        except OSError as err:  # e.g. a full disk
+            sys.exit(f"attnsvm: cannot take the lock of {PLAN.results}: {err}")
     # unfinished block stores (damaged, stale, foreign, environmental crash) become missing,
     # so that Snakemake recomputes them (docs/store.md, "Integrity")
     for warning in PLAN.repair(dry_run=dry_run):
@@ -100,10 +110,15 @@ def figure_labels(wildcards):
     return PLAN.figure_labels(wildcards.experiment, wildcards.figure)
 
 
-# The results lock (taken above, at parse time) is released at the end of the workflow.
+# The results lock (taken above, at parse time) is released at the end of the workflow; a run
+# in which a block job failed ends non-zero, counting them (attnsvm.sweep.failed).
 onsuccess:
     unlock_results(PLAN)
+    if failure_report(PLAN, STARTED):
+        sys.exit(f"attnsvm: {failure_report(PLAN, STARTED)}")
 
 
 onerror:
     unlock_results(PLAN)
+    if failure_report(PLAN, STARTED):
+        print(f"attnsvm: {failure_report(PLAN, STARTED)}", file=sys.stderr)

@@ -4,11 +4,12 @@ from attnsvm.logs import log_to
 
 log_to(snakemake.log[0])  # noqa: F821 - stderr and attnsvm's log records: the rule's log
 
-from attnsvm.report.claims_page import write_claims_page  # noqa: E402
+from attnsvm.sweep.forkserver import call  # noqa: E402 - the imports: once per machine
 
-write_claims_page(
-    dict(zip(snakemake.params.experiments, snakemake.input.ledgers, strict=True)),  # noqa: F821
-    snakemake.params.figures,  # noqa: F821
-    snakemake.output.rst,  # noqa: F821
-    snakemake.output.html,  # noqa: F821
+call(
+    "attnsvm.report.claims_page:write_claims_page",
+    {e: str(p) for e, p in zip(snakemake.params.experiments, snakemake.input.ledgers)},  # noqa: F821, B905
+    dict(snakemake.params.figures),  # noqa: F821
+    str(snakemake.output.rst),  # noqa: F821
+    str(snakemake.output.html),  # noqa: F821
 )

@@ -1,13 +1,14 @@
 """Snakemake script of rule `run_info`: the report's section on versions, cells and config."""
 
-import sys
+from attnsvm.logs import log_to
 
-sys.stderr = open(snakemake.log[0], "w")  # noqa: F821, SIM115
+log_to(snakemake.log[0])  # noqa: F821 - stderr and attnsvm's log records: the rule's log
 
-from attnsvm.report.text import write_run_info  # noqa: E402
+from attnsvm.sweep.forkserver import call  # noqa: E402 - the imports: once per machine
 
-write_run_info(
-    snakemake.params.config,  # noqa: F821
-    dict(zip(snakemake.params.experiments, snakemake.input.sweeps, strict=True)),  # noqa: F821
-    snakemake.output.rst,  # noqa: F821
+call(
+    "attnsvm.report.text:write_run_info",
+    dict(snakemake.params.config),  # noqa: F821
+    {e: str(p) for e, p in zip(snakemake.params.experiments, snakemake.input.sweeps)},  # noqa: F821, B905
+    str(snakemake.output.rst),  # noqa: F821
 )
