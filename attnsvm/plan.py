@@ -26,6 +26,7 @@ from attnsvm.config.errors import ConfigError
 from attnsvm.config.fields import DEFAULTS
 from attnsvm.config.grid import Block, Experiment
 from attnsvm.report.figures import FIGURES, PAPER_FIGURES, figure_tasks
+from attnsvm.sweep import packs
 from attnsvm.sweep.collect import read_workers
 from attnsvm.sweep.derived import (
     blocks_digest,
@@ -118,11 +119,14 @@ class Plan:
     """A validated sweep configuration as the workflow sees it."""
 
     def __init__(self, experiments: dict[str, Experiment], results: str):
-        self.experiments = experiments
         self.paths = Paths(results)
+        # the packs of the plan that last ran on these results: kept (attnsvm.sweep.packs)
+        self.experiments = {
+            name: packs.kept(exp, self.paths.experiment(name)) for name, exp in experiments.items()
+        }
         self.results = results
         self._blocks = {
-            name: {b.name: b for b in exp.blocks()} for name, exp in experiments.items()
+            name: {b.name: b for b in exp.blocks()} for name, exp in self.experiments.items()
         }
         self._digests: dict[str, dict[str, str]] = {}  # block_digests, computed once
 
@@ -130,6 +134,13 @@ class Plan:
     def from_config(cls, config: dict[str, Any]) -> Plan:
         """Validate ``config`` (raises :class:`~attnsvm.config.grid.ConfigError`) and plan it."""
         return cls(parse_config(config), str(config.get("results", "results")))
+
+    def save_packs(self) -> None:
+        """Record every experiment's packs in its results (:func:`attnsvm.sweep.packs.write`):
+        the workflow's start, before any job, so that its jobs, collect, ``attnsvm status``
+        and the next run keep them."""
+        for name, exp in self.experiments.items():
+            packs.write(exp, self.paths.experiment(name))
 
     def blocks(self, exp: str) -> dict[str, Block]:
         return self._blocks[exp]

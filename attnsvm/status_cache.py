@@ -6,8 +6,9 @@ the config file or the code, a finished block store with its files. Both are kep
 ``<results>/.attnsvm-status-cache.json``:
 
 - the plan's view that status needs (:class:`StatusPlan`), under a key made of the config
-  file's bytes, the attnsvm version and the size and modification time of every module of
-  the package (an edited checkout plans again);
+  file's bytes, the packs the workflow recorded (:mod:`attnsvm.sweep.packs`), the attnsvm
+  version and the size and modification time of every module of the package (an edited
+  checkout plans again);
 - per finished block store, the outcome of the quick check and its ``zarr.json`` facts, under
   the inode, size, modification and status-change times of its manifest and ``zarr.json``
   (:func:`store_key`; rewriting either file, or replacing the store, changes the key).
@@ -31,6 +32,7 @@ from attnsvm.atomic import write_text_atomic
 from attnsvm.config.files import load_config_file
 from attnsvm.provenance import ATTNSVM_VERSION
 from attnsvm.sweep.integrity import MANIFEST
+from attnsvm.sweep.packs import NAME as PACKS
 
 CACHE_NAME = ".attnsvm-status-cache.json"
 CACHE_FORMAT = "attnsvm-status-cache/1"
@@ -113,7 +115,9 @@ def load(configfile: str | os.PathLike) -> tuple[StatusPlan, dict[str, Any], Pat
     raw = Path(configfile).read_bytes()
     config = load_config_file(configfile)
     results = str(config.get("results", "results")) if isinstance(config, dict) else "results"
-    key = hashlib.sha256(raw + code_fingerprint().encode()).hexdigest()
+    # the packs recorded by the workflow (attnsvm.sweep.packs) are part of the plan
+    kept = b"".join(p.read_bytes() for p in sorted(Path(results).glob(f"*/{PACKS}")))
+    key = hashlib.sha256(raw + code_fingerprint().encode() + kept).hexdigest()
     path = Path(results) / CACHE_NAME
     cache = _read(path)
     if cache is not None and cache.get("key") == key:

@@ -145,6 +145,30 @@ def test_extend_sweep_computes_only_new_blocks(tmp_path):
     assert sweep2.sizes["d"] == len(grown["grid"]["d"]) and sweep2.sizes["seed"] == grown["seeds"]
 
 
+def test_extending_a_packed_grid_computes_only_the_new_points(tmp_path):
+    """README "Extend a grid": with block_seconds packing (the shipped configs), adding a d
+    value packs and computes only the new points; every finished cell is kept (issue 41)."""
+    wd = scratch_workflow(tmp_path)
+    cfg = load_test_config("e6_types")
+    exp = cfg["experiments"]["e6_types"]
+    out = wd / cfg["results"] / "e6_types"
+    write_config(wd / "c.yaml", cfg)
+    first = snakemake(wd, "--configfile", "c.yaml", "--until", "collect")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert executed_jobs(first, "block") == 1  # every point in one pack
+    sweep1 = xr.open_zarr(out / "sweep.zarr").load()
+    d = list(exp["grid"]["d"])
+    exp["grid"]["d"] = [*d, sorted(real_config()["experiments"]["e6_types"]["grid"]["d"])[len(d)]]
+    write_config(wd / "c.yaml", cfg)
+    ext = snakemake(wd, "--configfile", "c.yaml", "--until", "collect")
+    assert ext.returncode == 0, ext.stderr[-3000:]
+    assert executed_jobs(ext, "block") == 1  # the new d's points, packed
+    sweep2 = xr.open_zarr(out / "sweep.zarr").load().sel(d=d)
+    sweep2 = sweep2.isel({dim: slice(0, sweep1.sizes[dim]) for dim in ("row", "col", "feature")})
+    for var in ("W", "X", "corr_fro_alpha", "svm_W", "status"):
+        np.testing.assert_array_equal(sweep2[var].values, sweep1[var].values)
+
+
 def test_changing_a_parameter_reruns_exactly_affected_blocks(tmp_path):
     wd = scratch_workflow(tmp_path)
     cfg, exp = one_experiment("e6_types", block_size=2)

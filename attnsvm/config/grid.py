@@ -12,8 +12,9 @@ into one block (one job) while its predicted CPU seconds stay under ``block_seco
 predicted memory under ``PACK_MAX_BYTES``: cheap grid points then pay one worker start-up (~3-5 s of
 imports and interpreter) together instead of one each (issue 19; BENCHMARKS.md, per-job
 start-up). Points are packed only with points whose cells store alike (same head, generator,
-training and checkpoints); a packed block's name spans its first and last point, and a change
-of the grid may repack (and so recompute) the packed blocks of that experiment.
+training and checkpoints); a packed block's name spans its first and last point. The packs of
+an earlier plan of the same results are kept (:attr:`Experiment.kept_packs`,
+:mod:`attnsvm.sweep.packs`), so that extending a grid packs only its new points.
 """
 
 from __future__ import annotations
@@ -114,6 +115,10 @@ class Experiment:
     #: its cells were validated (one per grid point, by :func:`parse_config`): the cells of its
     #: blocks are then built without validating them again (:meth:`Cell.trusted`)
     checked: bool = dataclasses.field(default=False, compare=False, repr=False)
+    #: the packs of an earlier plan of the same results (``((name, points), ...)``,
+    #: :mod:`attnsvm.sweep.packs`): kept as they are wherever still valid, so that extending
+    #: the grid never repacks (and so recomputes) a finished point; see :meth:`packs`
+    kept_packs: tuple[tuple[str, tuple[Point, ...]], ...] = ()
 
     def points(self) -> list[tuple[tuple[str, Any], ...]]:
         """Every grid point as ((axis, value), ...) in axis order (Cartesian product)."""
@@ -129,12 +134,11 @@ class Experiment:
 
     def blocks(self) -> list[Block]:
         """Blocks of up to ``block_size`` consecutive seeds per grid point, and with
-        ``block_seconds`` > 0 packs of consecutive cheap grid points (module docstring).
+        ``block_seconds`` > 0 packs of cheap grid points (:meth:`packs`; module docstring).
         Their cells are built when asked for (:attr:`Block.cells`)."""
         out = []
-        for pack in self._packs():
+        for name, pack in self.packs():
             if len(pack) > 1:
-                name = block_name(pack[0], self.seeds, last=pack[-1])
                 out.append(Block(self.name, name, tuple(pack), tuple(self.seeds), self.cell))
                 continue
             point = pack[0]
@@ -144,35 +148,84 @@ class Experiment:
         return out
 
     def block(self, name: str) -> Block:
-        """The block named ``name`` (a job's own block: only its cells are built)."""
-        for b in self.blocks():
+        """The block named ``name`` (a job's own block: only its cells are built), found
+        without packing the grid again: among :attr:`kept_packs`, else among the blocks of
+        one grid point (a job's plan keeps every pack of the plan that made the job)."""
+        seeds = tuple(self.seeds)
+        for pack_name, members in self.kept_packs:
+            if pack_name == name:
+                return Block(self.name, name, tuple(members), seeds, self.cell)
+        for point in self.points():
+            for k in range(0, len(seeds), self.block_size):
+                if block_name(point, seeds[k : k + self.block_size]) == name:
+                    return Block(self.name, name, (point,), seeds[k : k + self.block_size],
+                                 self.cell)  # fmt: skip
+        for b in self.blocks():  # a new pack of this plan
             if b.name == name:
                 return b
         raise ConfigError(f"experiment {self.name!r} has no block {name!r}")
 
-    def _packs(self) -> list[list[tuple[tuple[str, Any], ...]]]:
-        """Grid points in order, cut into packs: one point each unless ``block_seconds`` > 0."""
+    def packs(self) -> list[tuple[str, list[Point]]]:
+        """Grid points cut into packs, ``[(name, points)]`` in grid order: one point each
+        unless ``block_seconds`` > 0.
+
+        Packing never repacks a point of a kept pack (:attr:`kept_packs`, an earlier plan's):
+        a kept pack whose points are all still in the grid, alike in what they store and
+        together within ``PACK_MAX_BYTES`` stays as it is, under its name; the other points
+        are packed in grid order while the predicted CPU seconds of a pack stay under
+        ``block_seconds``, its memory under ``PACK_MAX_BYTES`` and its cells store alike
+        (issue 41: adding ``d: 20`` packs the new points, and computes only them). A new
+        pack's name spans its first and last point."""
         points = self.points()
         if not _packs(self):
-            return [[p] for p in points]
-        packs: list[list[tuple[tuple[str, Any], ...]]] = []
-        key, seconds, memory = None, 0.0, 0
+            return [(block_name(p, self.seeds), [p]) for p in points]
         per_point = len(self.seeds)
+        facts: dict[Point, tuple[float, tuple, int]] = {}
+
+        def fact(point: Point) -> tuple[float, tuple, int]:
+            if point not in facts:
+                cell = self.cell(point, self.seeds[0])
+                cost = predicted_seconds(cell, per_point) * per_point
+                facts[point] = (cost, _storage_key(cell), predicted_bytes(cell, per_point))
+            return facts[point]
+
+        order = {p: i for i, p in enumerate(points)}
+        used: set[Point] = set()
+        packs: list[tuple[str, list[Point]]] = []
+        for name, members in self.kept_packs:
+            if len(members) < 2 or any(m not in order or m in used for m in members):
+                continue
+            if len({fact(m)[1] for m in members}) != 1:
+                continue
+            if sum(fact(m)[2] for m in members) > PACK_MAX_BYTES:
+                continue
+            packs.append((name, sorted(members, key=order.__getitem__)))
+            used.update(members)
+        fresh: list[list[Point]] = []
+        key, seconds, memory = None, 0.0, 0
         for point in points:
-            cell = self.cell(point, self.seeds[0])
-            cost = predicted_seconds(cell, per_point) * per_point
-            this = _storage_key(cell)
-            size = predicted_bytes(cell, per_point)
-            full = packs and (
+            if point in used:
+                continue
+            cost, this, size = fact(point)
+            full = fresh and (
                 this != key or seconds + cost > self.block_seconds or memory + size > PACK_MAX_BYTES
             )
-            if not packs or full:
-                packs.append([point])
+            if not fresh or full:
+                fresh.append([point])
                 key, seconds, memory = this, cost, size
             else:
-                packs[-1].append(point)
+                fresh[-1].append(point)
                 seconds, memory = seconds + cost, memory + size
-        return packs
+        for pack in fresh:
+            last = pack[-1] if len(pack) > 1 else None
+            packs.append((block_name(pack[0], self.seeds, last=last), pack))
+        return sorted(packs, key=lambda pack: order[pack[1][0]])
+
+    @property
+    def packing(self) -> bool:
+        """Whether grid points are packed into blocks (``block_seconds`` > 0 and every point's
+        seeds in one block)."""
+        return _packs(self)
 
     @property
     def n_cells(self) -> int:
@@ -205,7 +258,7 @@ class Experiment:
         """Blocks of the experiment; packing (``block_seconds`` > 0) builds one cell per
         grid point to count them."""
         if _packs(self):
-            return len(self._packs())
+            return len(self.packs())
         return self.n_blocks_unpacked
 
 

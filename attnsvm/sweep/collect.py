@@ -29,6 +29,7 @@ from attnsvm import codes
 from attnsvm.config.cell import cells_digest
 from attnsvm.config.grid import Block, Experiment, experiment_from_json
 from attnsvm.logs import stage
+from attnsvm.sweep import packs
 from attnsvm.sweep.derived import blocks_digest
 from attnsvm.sweep.integrity import (
     StoreError,
@@ -297,7 +298,7 @@ def collect_experiment(
 ) -> Path:
     """Workflow entry point of the collect rule (:func:`attnsvm.sweep.collect.collect_sweep`)."""
     clean_stale_partials(out)  # of a killed earlier attempt
-    exp = experiment_from_json(settings_json)
+    exp = packs.kept(experiment_from_json(settings_json), Path(out).parent)  # the plan's packs
     paths = {Path(p).name.removesuffix(".zarr"): p for p in block_stores}
     unknown = sorted(set(paths) - {b.name for b in exp.blocks()})
     if unknown:

@@ -142,8 +142,10 @@ def spec_cells(spec: dict[str, Any]) -> str:
     # pydantic and the config models: in the worker, not in the job that starts it
     from attnsvm.config.cell import cells_text
     from attnsvm.config.grid import planned_experiment
+    from attnsvm.sweep import packs
 
     exp = planned_experiment(spec["config"], spec["experiment"])
+    exp = packs.kept(exp, Path(spec["out"]).parent.parent)  # the packs of the job's plan
     return cells_text(exp.block(spec["block"]).cells)
 
 
