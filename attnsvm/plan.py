@@ -26,7 +26,7 @@ from attnsvm.config.errors import ConfigError
 from attnsvm.config.fields import DEFAULTS
 from attnsvm.config.grid import Block, Experiment
 from attnsvm.report.figures import FIGURES, PAPER_FIGURES, figure_tasks
-from attnsvm.sweep import packs
+from attnsvm.sweep import packs, plan_cache
 from attnsvm.sweep.collect import read_workers
 from attnsvm.sweep.derived import (
     blocks_digest,
@@ -40,6 +40,7 @@ from attnsvm.sweep.derived import (
     sweep_digest,
 )
 from attnsvm.sweep.failed import current_failures
+from attnsvm.sweep.forkserver import code_fingerprint
 from attnsvm.sweep.integrity import (
     StoreError,
     VerifyCache,
@@ -129,18 +130,24 @@ class Plan:
             name: {b.name: b for b in exp.blocks()} for name, exp in self.experiments.items()
         }
         self._digests: dict[str, dict[str, str]] = {}  # block_digests, computed once
+        self._cached: set[str] = set()  # experiments whose digests came from their cache
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Plan:
         """Validate ``config`` (raises :class:`~attnsvm.config.grid.ConfigError`) and plan it."""
         return cls(parse_config(config), str(config.get("results", "results")))
 
-    def save_packs(self) -> None:
-        """Record every experiment's packs in its results (:func:`attnsvm.sweep.packs.write`):
-        the workflow's start, before any job, so that its jobs, collect, ``attnsvm status``
-        and the next run keep them."""
+    def remember(self) -> None:
+        """The workflow's start, before any job: record every experiment's packs in its
+        results (:func:`attnsvm.sweep.packs.write`), so that its jobs, collect, ``attnsvm
+        status`` and the next run keep them, and keep its blocks' cells digests
+        (:mod:`attnsvm.sweep.plan_cache`), so that the next start does not compute them."""
         for name, exp in self.experiments.items():
             packs.write(exp, self.paths.experiment(name))
+            if name not in self._cached:
+                plan_cache.write(self.paths.experiment(name), self._digest_key(name),
+                                 self._block_digests(name))  # fmt: skip
+                self._cached.add(name)
 
     def blocks(self, exp: str) -> dict[str, Block]:
         return self._blocks[exp]
@@ -213,12 +220,23 @@ class Plan:
         """``{block: digest of its cells}``: what a finished store of each block must hold."""
         return dict(self._block_digests(exp))
 
+    def _digest_key(self, exp: str) -> str:
+        return plan_cache.key(self.experiment_config(exp), packs.record(self.experiments[exp]),
+                              code_fingerprint())  # fmt: skip
+
     def _block_digests(self, exp: str) -> dict[str, str]:
         """The digests, computed once per plan (the repair step and every block job's params
-        ask for them: 2 x 10^4 digests per Snakemake start at 10^4 blocks otherwise)."""
+        ask for them: 2 x 10^4 digests per Snakemake start at 10^4 blocks otherwise), or
+        read from what the last start kept for the same settings, packs and code
+        (:mod:`attnsvm.sweep.plan_cache`)."""
         if exp not in self._digests:
             blocks = self._blocks[exp]
-            self._digests[exp] = {name: cells_digest(b.cells) for name, b in blocks.items()}
+            kept = plan_cache.read(self.paths.experiment(exp), self._digest_key(exp))
+            if kept is not None and set(kept) == set(blocks):
+                self._cached.add(exp)
+                self._digests[exp] = {name: kept[name] for name in blocks}
+            else:
+                self._digests[exp] = {name: cells_digest(b.cells) for name, b in blocks.items()}
         return self._digests[exp]
 
     def repair(self, dry_run: bool = False) -> list[str]:

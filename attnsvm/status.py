@@ -17,9 +17,10 @@ import numpy as np
 from attnsvm import codes, status_cache
 from attnsvm.logs import job_start_time
 from attnsvm.status_cache import StatusPlan, StoreChecks, store_key
-from attnsvm.sweep import owner
+from attnsvm.sweep import onefile, owner
 from attnsvm.sweep.failed import current_failures
-from attnsvm.sweep.integrity import check_block
+from attnsvm.sweep.integrity import check_block, open_store
+from attnsvm.sweep.job import RUNNING_SUFFIX
 
 
 def _claim_state(claim: Path) -> str:
@@ -41,6 +42,8 @@ def _claim_started(claim: Path) -> float | None:
         return None
 
 
+RUNNING = onefile.SUFFIX + RUNNING_SUFFIX
+"""The name's end of a block job's claim (:func:`attnsvm.sweep.job.claim_path`)."""
 DEFAULT_CONFIGFILE = "config/config.yaml"
 """The config ``attnsvm status`` reads without ``--configfile`` (Snakemake's default too)."""
 BRIDGE_SECONDS = 30.0
@@ -59,18 +62,17 @@ def _store_info(p: Path) -> tuple[float, dict[str, int], bool, tuple[float, floa
     the end is the file's modification time, written just before the store is renamed into
     place); stores written before those attributes existed fall back to the status array.
     """
-    meta = p / "zarr.json"
-    attrs = json.loads(meta.read_text()).get("attributes", {})
+    meta = p if onefile.is_onefile(p) else p / "zarr.json"  # a one-file store: its zarr.json
+    text = onefile.member(p, "zarr.json") if onefile.is_onefile(p) else meta.read_bytes()
+    attrs = json.loads(text).get("attributes", {})
     stored = attrs.get("status_counts")
     if stored is not None:
         got = json.loads(stored) if isinstance(stored, str) else dict(stored)
         counts = {s: int(got.get(s, 0)) for s in codes.CELL_STATUS}
     else:
-        import xarray as xr  # only for an old store without status counts in its manifest
-
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*snakemake_timestamp.*")
-            st = xr.open_zarr(p, consolidated=False)["status"].values
+            st = open_store(p)["status"].values
         counts = {s: int((st == i).sum()) for i, s in enumerate(codes.CELL_STATUS)}
     job = None
     if attrs.get("job_started") is not None:
@@ -176,16 +178,19 @@ def scan_experiment(
     unfinished: list[dict[str, str]] = []
     ignored: list[str] = []
     for p in _entries(blocks_dir):
-        if p.name.endswith(".zarr.running"):
-            name, started = p.name[1:].removesuffix(".zarr.running"), _claim(p)
+        if p.name.endswith(RUNNING):
+            name, started = p.name[1:].removesuffix(RUNNING), _claim(p)
             (killed if started is False else running).append(name)
             if isinstance(started, float):
                 running_since[name] = started
             continue
         if p.name.startswith("."):
             continue
-        name = p.name.removesuffix(".zarr")
-        if p.suffix != ".zarr" or (plan is not None and name not in plan):
+        name = onefile.block_of(p)
+        # an earlier attnsvm's store (a folder; converted to one file by the next run) counts
+        # as that block's, unless the block's one-file store is there too
+        earlier = p.suffix == ".zarr" and not (blocks_dir / f"{name}{onefile.SUFFIX}").exists()
+        if not (onefile.is_onefile(p) or earlier) or (plan is not None and name not in plan):
             ignored.append(str(p))  # not part of this config: neither done nor counted
             continue
         digest = (digests or {}).get(name)
@@ -478,7 +483,7 @@ def print_status(
     if failed_paths:
         for n, r in report.items():
             for b in r["blocks_failed"]:
-                print(exps[n] / "blocks" / f"{b}.zarr")
+                print(exps[n] / "blocks" / f"{b}{onefile.SUFFIX}")
         return 0
     if as_json:
         print(json.dumps({"experiments": report, "overall": overall}, indent=2))

@@ -32,6 +32,7 @@ from attnsvm.atomic import write_text_atomic
 from attnsvm.config.files import load_config_file
 from attnsvm.provenance import ATTNSVM_VERSION
 from attnsvm.sweep.integrity import MANIFEST
+from attnsvm.sweep.onefile import SUFFIX as ONEFILE
 from attnsvm.sweep.packs import NAME as PACKS
 
 CACHE_NAME = ".attnsvm-status-cache.json"
@@ -157,6 +158,12 @@ def store_key(store: str | os.PathLike) -> list[int] | None:
     replacement) changes: inode, size, modification and status-change times (ns) of both and
     the store's inode; ``None`` when either file is missing."""
     base = os.fspath(store)
+    if base.endswith(ONEFILE):  # a one-file store: one stat (attnsvm.sweep.onefile)
+        try:
+            st = os.stat(base)
+        except OSError:
+            return None
+        return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
     try:
         key = [os.stat(base).st_ino]
         for name in (MANIFEST, "zarr.json"):

@@ -167,7 +167,7 @@ def test_a_compiler_that_cannot_give_a_working_library_fails_the_block_not_its_c
     monkeypatch.setenv("CC", str(broken))
     monkeypatch.setenv("PATH", f"{broken.parent}{os.pathsep}{os.environ['PATH']}")
     assert _load() is None and "unusable" in native.PROBLEMS[-1]
-    out = tmp_path / "x" / "blocks" / "b.zarr"
+    out = tmp_path / "x" / "blocks" / "b.zarr.zip"
     cells = [c.to_dict() for c in CELLS]
     with pytest.raises(EnvironmentFailure, match="fused training loop is unusable"):
         block_job(cells, out, experiment="x", block="b", device="cpu")

@@ -157,7 +157,7 @@ def test_worked_example_of_a_new_field(tmp_path):
         np.testing.assert_array_equal(at_one["W"].sel(seed=cell.seed).values, res.W)
     stored = [
         d
-        for store in sorted((exp / "blocks").glob("*.zarr"))
+        for store in sorted((exp / "blocks").glob("*.zarr.zip"))
         for d in json.loads(open_block(store).attrs["cells"])
     ]
     assert sorted({d.get("logit_scale", 1.0) for d in stored}) == [0.5, 1.0, 2.0]

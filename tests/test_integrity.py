@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import struct
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +29,10 @@ from attnsvm.sweep.integrity import (
     StoreError,
     check_block,
     clean_stale_partials,
+    load_verified,
     verify_store,
 )
+from attnsvm.sweep.onefile import block_of
 from attnsvm.sweep.store import open_block
 from attnsvm.sweep.worker import write_block
 from tests.test_resume import science_equal
@@ -79,7 +83,7 @@ def blocks(wd: Path) -> Path:
 
 
 def a_block(wd: Path, which: str = "param=KQ_seeds=2-3") -> Path:
-    return blocks(wd) / f"{which}.zarr"
+    return blocks(wd) / f"{which}.zarr.zip"
 
 
 def resume(wd: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -113,12 +117,56 @@ def assert_repaired(wd: Path, ref: xr.Dataset, recomputed: int = 1) -> subproces
     science_equal(sweep_of(wd), ref)
     assert json.loads(sweep_of(wd).attrs["status_counts"])["ok"] == N_CELLS
     for path in blocks(wd).iterdir():
-        assert check_block(path, EXP, path.name.removesuffix(".zarr")).finished, path
+        assert check_block(path, EXP, block_of(path)).finished, path
     return proc
 
 
 def chunk_of(store: Path, var: str) -> Path:
+    """A chunk file of ``var`` in a directory store (the sweep store)."""
     return next(p for p in sorted((store / var).rglob("*")) if p.is_file() and "c" in p.parts)
+
+
+# --- damaging a one-file store (attnsvm.sweep.onefile: a zip of the Zarr store's files) -----
+
+
+def chunk_member(store: Path, var: str) -> str:
+    """The name of the first chunk of ``var`` in the one-file store ``store``."""
+    with zipfile.ZipFile(store) as zf:
+        return sorted(n for n in zf.namelist() if n.startswith(f"{var}/c/"))[0]
+
+
+def member_span(store: Path, name: str) -> tuple[int, int]:
+    """(offset, size) of member ``name``'s bytes in the file (stored, not compressed)."""
+    with zipfile.ZipFile(store) as zf:
+        info = zf.getinfo(name)
+    with open(store, "rb") as fh:
+        fh.seek(info.header_offset)
+        header = fh.read(30)
+    n, m = struct.unpack("<HH", header[26:30])
+    return info.header_offset + 30 + n + m, info.compress_size
+
+
+def flip(store: Path, name: str, at: int = -1, bit: int = 0x10) -> None:
+    """Flip a bit of member ``name``'s bytes in place (the file keeps its size)."""
+    start, size = member_span(store, name)
+    with open(store, "r+b") as fh:
+        fh.seek(start + (at % size))
+        byte = fh.read(1)[0]
+        fh.seek(start + (at % size))
+        fh.write(bytes([byte ^ bit]))
+
+
+def rezip(store: Path, drop: tuple[str, ...] = (), replace: dict | None = None,
+          add: dict | None = None) -> None:  # fmt: skip
+    """Rewrite the zip without the members ``drop``, with other bytes for ``replace`` and with
+    the members ``add`` (its manifest as it was: it no longer matches)."""
+    with zipfile.ZipFile(store) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist() if i.filename not in drop}
+    members.update(replace or {})
+    members.update(add or {})
+    with zipfile.ZipFile(store, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
 
 
 # --- one test per row of the issue's table -------------------------------------------------
@@ -127,10 +175,7 @@ def chunk_of(store: Path, var: str) -> Path:
 @pytest.mark.slow
 def test_flipped_byte_is_detected_reported_and_recomputed(clone, finished):
     store = a_block(clone)
-    chunk = chunk_of(store, "W")
-    data = bytearray(chunk.read_bytes())
-    data[len(data) // 2] ^= 0x10
-    chunk.write_bytes(bytes(data))
+    flip(store, chunk_member(store, "W"), at=member_span(store, chunk_member(store, "W"))[1] // 2)
     quick = status(clone)  # reads manifests only: the flipped byte is for --verify and runs
     assert "ok 8" in quick.stdout and "--verify checks every file" in quick.stdout, quick.stdout
     st = status(clone, "--verify")
@@ -153,26 +198,28 @@ def test_deleted_file_of_a_block_is_recomputed(clone, finished):
     for var, name in zip(
         ("convergence", "corr_fro_alpha", "W/zarr.json"), ALL_BLOCKS, strict=False
     ):
-        target = a_block(clone, name) / var
-        (target if target.is_file() else chunk_of(a_block(clone, name), var)).unlink()
+        store = a_block(clone, name)
+        rezip(store, drop=(var if var.endswith(".json") else chunk_member(store, var),))
     assert_repaired(clone, finished[1], recomputed=3)
 
 
 @pytest.mark.slow
 def test_truncated_or_garbage_chunk_is_recomputed(clone, finished):
-    truncated = chunk_of(a_block(clone, ALL_BLOCKS[0]), "softmax")
+    """A store cut short (an interrupted copy), a chunk replaced by garbage, a garbage file."""
+    truncated = a_block(clone, ALL_BLOCKS[0])
     truncated.write_bytes(truncated.read_bytes()[: truncated.stat().st_size // 2])
-    chunk_of(a_block(clone, ALL_BLOCKS[1]), "X").write_bytes(b"\x00garbage" * 9)
-    assert_repaired(clone, finished[1], recomputed=2)
+    garbage = a_block(clone, ALL_BLOCKS[1])
+    rezip(garbage, replace={chunk_member(garbage, "X"): b"\x00garbage" * 9})
+    a_block(clone, ALL_BLOCKS[2]).write_bytes(b"\x00garbage" * 99)
+    assert_repaired(clone, finished[1], recomputed=3)
 
 
 @pytest.mark.slow
 def test_deleted_or_emptied_block_store_is_recomputed(clone, finished):
     deleted, no_meta, emptied = (a_block(clone, name) for name in ALL_BLOCKS[:3])
-    shutil.rmtree(deleted)
-    (no_meta / "zarr.json").unlink()
-    shutil.rmtree(emptied)
-    emptied.mkdir()
+    deleted.unlink()
+    rezip(no_meta, drop=("zarr.json",))
+    emptied.write_bytes(b"")
     st = status(clone)
     assert "missing 6" in st.stdout and "ok 2" in st.stdout, st.stdout
     assert st.stdout.count("damaged block store") == 2
@@ -181,7 +228,7 @@ def test_deleted_or_emptied_block_store_is_recomputed(clone, finished):
 
 @pytest.mark.slow
 def test_stray_copy_in_blocks_is_ignored_with_a_warning(clone, finished):
-    shutil.copytree(a_block(clone), blocks(clone) / "param=KQ_seeds=2-3 copy.zarr")
+    shutil.copy(a_block(clone), blocks(clone) / "param=KQ_seeds=2-3 copy.zarr.zip")
     (blocks(clone) / "notes.txt").write_text("mine")
     st = status(clone)
     assert f"ok {N_CELLS}," in st.stdout and "missing 0" in st.stdout, st.stdout
@@ -196,8 +243,8 @@ def test_stray_copy_in_blocks_is_ignored_with_a_warning(clone, finished):
 @pytest.mark.slow
 def test_foreign_copy_under_a_planned_name_is_recomputed(clone, finished):
     store = a_block(clone)
-    shutil.rmtree(store)
-    shutil.copytree(a_block(clone, "param=KQ_seeds=0-1"), store)
+    store.unlink()
+    shutil.copy(a_block(clone, "param=KQ_seeds=0-1"), store)
     st = status(clone)
     assert "foreign block store" in st.stdout, st.stdout
     assert str(store.relative_to(clone)) in st.stdout
@@ -217,7 +264,7 @@ def test_results_of_another_clone_with_other_iterations_are_recomputed(finished,
     assert "cells differ from the plan" in st.stdout
     dry = snakemake(wd, "--configfile", "c.yaml", "-n")  # says so and changes nothing
     assert dry.returncode == 0 and dry.stderr.count("will be recomputed") == N_BLOCKS
-    assert all(check_block(p, EXP, p.name[:-5]).finished for p in blocks(wd).iterdir())
+    assert all(check_block(p, EXP, block_of(p)).finished for p in blocks(wd).iterdir())
     proc = resume(wd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert executed_jobs(proc, "block") == N_BLOCKS
@@ -252,7 +299,7 @@ def test_disk_full_block_is_retried_by_a_plain_resume(clone, finished, monkeypat
     from attnsvm.sweep.worker import FAULT_ENV
 
     store = a_block(clone)
-    shutil.rmtree(store)
+    store.unlink()
     monkeypatch.setenv(FAULT_ENV, "enospc:param=KQ_seeds=2-3")
     first = resume(clone)
     assert first.returncode != 0
@@ -271,7 +318,7 @@ def test_reproducible_crash_stays_failed_until_forced(clone, finished, monkeypat
     non-zero counting it; a plain resume keeps it, --forcerun on its path recomputes it."""
     from attnsvm.sweep.worker import FAULT_ENV
 
-    shutil.rmtree(a_block(clone))
+    a_block(clone).unlink()
     monkeypatch.setenv(FAULT_ENV, "raise:param=KQ_seeds=2-3")
     first = resume(clone)
     assert first.returncode != 0 and "1 block job(s) failed: 1 reproducible" in first.stderr
@@ -287,11 +334,20 @@ def test_reproducible_crash_stays_failed_until_forced(clone, finished, monkeypat
 
 @pytest.mark.slow
 def test_a_block_refused_by_collect_is_recomputed_by_the_next_resume(clone, finished):
-    """A file added to a block store (the repair step's stat rows do not list folders):
-    collect refuses the store and drops it from the repair step's cache, so the next README
-    resume hashes it, quarantines it and recomputes it (never the same failure forever)."""
+    """A store that the repair step's cache vouches for but collect refuses (here a member
+    added and the cache entry forged to its new stat row, as no ordinary write can do):
+    collect drops it from the cache, so the next README resume hashes it, quarantines it and
+    recomputes it (never the same failure forever)."""
+    from attnsvm.sweep.integrity import VERIFY_CACHE
+
     assert resume(clone).returncode == 0  # the clone's stores verified: the cache vouches
-    (a_block(clone) / "stray.bin").write_bytes(b"added")
+    store = a_block(clone)
+    rezip(store, add={"stray.bin": b"added"})
+    cache = clone / "results" / EXP / VERIFY_CACHE
+    body = json.loads(cache.read_text())
+    st = store.stat()
+    body["stores"][block_of(store)][0] = [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+    cache.write_text(json.dumps(body))
     (clone / f"results/{EXP}/sweep.zarr" / "zarr.json").unlink()  # collect must run again
     first = resume(clone)
     assert first.returncode != 0 and "file not in the manifest: stray.bin" in first.stderr
@@ -306,8 +362,8 @@ def test_partial_files_of_killed_attempts_are_cleaned(clone, finished):
     (exp_dir / "summary.nc").unlink()
     (exp_dir / f".summary.nc{codes.PARTIAL_MARK}4242").write_bytes(b"half a netcdf")
     (exp_dir / f".sweep.zarr{codes.PARTIAL_MARK}4242-abcd").mkdir()
-    shutil.rmtree(a_block(clone))
-    (blocks(clone) / f".{a_block(clone).name}{codes.PARTIAL_MARK}4242-abcd").mkdir()
+    a_block(clone).unlink()
+    (blocks(clone) / f".{a_block(clone).name}{codes.PARTIAL_MARK}4242-abcd").write_bytes(b"x")
     assert_repaired(clone, finished[1])
     leftovers = [p.name for p in exp_dir.rglob(f"*{codes.PARTIAL_MARK}*")]
     assert leftovers == []
@@ -316,10 +372,7 @@ def test_partial_files_of_killed_attempts_are_cleaned(clone, finished):
 @pytest.mark.slow
 def test_damaged_block_read_by_collect_fails_naming_the_store(clone):
     """Damage after planning (no repair step ran): collect stops, naming the store."""
-    chunk = chunk_of(a_block(clone), "corr_fro_alpha")
-    data = bytearray(chunk.read_bytes())
-    data[-1] ^= 0x01
-    chunk.write_bytes(bytes(data))
+    flip(a_block(clone), chunk_member(a_block(clone), "corr_fro_alpha"), bit=0x01)
     code = (
         "from attnsvm.plan import Plan; import yaml; "
         "p = Plan.from_config(yaml.safe_load(open('c.yaml'))); "
@@ -379,7 +432,7 @@ def one_block(tmp_path_factory):
     exp = parse_config(CONFIG)[EXP]
     b = exp.blocks()[0]
     root = tmp_path_factory.mktemp("one")
-    path = write_block(list(b.cells), root / f"{b.name}.zarr", experiment=EXP, block=b.name)
+    path = write_block(list(b.cells), root / f"{b.name}.zarr.zip", experiment=EXP, block=b.name)
     return exp, b, path
 
 
@@ -387,37 +440,68 @@ def one_block(tmp_path_factory):
 def block_copy(one_block, tmp_path):
     exp, b, path = one_block
     dest = tmp_path / "blocks" / path.name
-    shutil.copytree(path, dest)
+    dest.parent.mkdir()
+    shutil.copy(path, dest)
     return exp, b, dest
 
 
-def test_every_chunk_has_a_crc32c_and_the_manifest_lists_every_file(one_block):
+def test_a_block_is_one_file_every_chunk_has_a_crc32c_and_the_manifest_lists_it(one_block):
+    """Files per block (issue 44): the block's results are one zip whose members are the
+    Zarr store's files, each chunk with its CRC-32C, listed by the sealed manifest."""
+    from attnsvm.sweep import onefile
+
     _, b, path = one_block
-    for meta in path.glob("*/zarr.json"):
-        names = [c["name"] for c in json.loads(meta.read_text())["codecs"]]
-        assert names[-1] == "crc32c", meta
+    assert path.is_file() and path.name == f"{b.name}.zarr.zip"
+    with zipfile.ZipFile(path) as zf:
+        names = set(zf.namelist())
+        for meta in (n for n in names if n.endswith("/zarr.json")):
+            codecs = [c["name"] for c in json.loads(zf.read(meta))["codecs"]]
+            assert codecs[-1] == "crc32c", meta
+        assert all(i.compress_type == zipfile.ZIP_STORED for i in zf.infolist())
     m = verify_store(path)
     from attnsvm.config.cell import cells_digest
     from attnsvm.sweep.integrity import attnsvm_version
 
     assert m["cells_digest"] == cells_digest(b.cells) and m["attnsvm"] == attnsvm_version()
     assert (m["kind"], m["experiment"], m["block"]) == ("block", EXP, b.name)
-    files = {str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()} - {MANIFEST}
-    assert set(m["files"]) == files
+    assert set(m["files"]) == names - {MANIFEST}
+    assert m["manifest_sha256"] == onefile.body_sha256(m) and m["format"] == onefile.FORMAT
+    # zarr reads it without attnsvm, lazily
+    import zarr
+
+    lazy = xr.open_zarr(zarr.storage.ZipStore(path, mode="r"), consolidated=False)
+    assert lazy["status"].values.tolist() == open_block(path)["status"].values.tolist()
 
 
-def test_a_flipped_bit_is_caught_by_the_manifest_and_by_the_chunk_checksum(block_copy):
+def test_a_flipped_bit_is_caught_by_the_manifest_and_by_the_chunk_checksums(block_copy):
     exp, b, path = block_copy
-    chunk = chunk_of(path, "corr_fro_alpha")
-    data = bytearray(chunk.read_bytes())
-    data[-3] ^= 0x04
-    chunk.write_bytes(bytes(data))
-    with pytest.raises(StoreError, match="corr_fro_alpha/c/0 does not match its checksum"):
+    member = chunk_member(path, "corr_fro_alpha")
+    flip(path, member, at=-3, bit=0x04)
+    with pytest.raises(StoreError, match=f"{member} does not match its checksum"):
         verify_store(path)
-    with pytest.raises(ValueError, match="checksum"):  # zarr's crc32c, without the manifest
-        open_block(path)["corr_fro_alpha"].values  # noqa: B018
+    with pytest.raises((ValueError, zipfile.BadZipFile), match="CRC|checksum"):
+        open_block(path)["corr_fro_alpha"].values  # noqa: B018  (zip's CRC-32, zarr's CRC-32C)
     with pytest.raises(StoreError, match=str(path)):
         collect_sweep(exp, {b.name: path})
+
+
+@pytest.mark.parametrize("where", ["manifest", "central directory", "local header"])
+def test_a_flipped_bit_anywhere_in_the_file_is_caught(block_copy, where):
+    """The manifest is sealed by its own SHA-256; the zip's directory and headers are checked
+    by reading every member against the manifest."""
+    _, b, path = block_copy
+    data = bytearray(path.read_bytes())
+    if where == "manifest":
+        start, size = member_span(path, MANIFEST)
+        text = data[start : start + size].decode()
+        k = start + text.index('"block"') + 12
+    elif where == "central directory":
+        k = data.rindex(b"PK\x01\x02") + 20  # a member's size in the directory
+    else:
+        k = data.index(b"PK\x03\x04") + 14  # a member's CRC-32 in its local header
+    data[k] ^= 0x02
+    path.write_bytes(bytes(data))
+    assert check_block(path, EXP, b.name).state == "damaged"
 
 
 def test_collect_refuses_a_stale_block_and_names_it(block_copy):
@@ -434,9 +518,9 @@ def test_collect_refuses_a_stale_block_and_names_it(block_copy):
 
 def test_store_without_manifest_is_not_finished(block_copy):
     exp, b, path = block_copy
-    (path / MANIFEST).unlink()
+    rezip(path, drop=(MANIFEST,))
     chk = check_block(path, EXP, b.name)
-    assert chk.state == "damaged" and "no attnsvm-manifest.json" in chk.reason
+    assert chk.state == "damaged" and "no attnsvm-manifest.json member" in chk.reason
     with pytest.raises(StoreError, match="incomplete"):
         collect_sweep(exp, {b.name: path})
 
@@ -446,7 +530,7 @@ def test_repair_moves_damaged_stores_aside_and_a_dry_run_changes_nothing(block_c
     from attnsvm.sweep.integrity import repair_blocks
 
     exp, b, path = block_copy
-    (path / "W" / "zarr.json").unlink()
+    rezip(path, drop=("W/zarr.json",))
     planned = {b.name: cells_digest(b.cells)}
     dry, redo = repair_blocks(path.parent, EXP, planned, dry_run=True)
     assert path.exists() and "will be recomputed" in dry[0] and str(path) in dry[0]
@@ -454,6 +538,43 @@ def test_repair_moves_damaged_stores_aside_and_a_dry_run_changes_nothing(block_c
     msgs, _ = repair_blocks(path.parent, EXP, planned)
     assert not path.exists() and "file missing: W/zarr.json" in msgs[0]
     assert len(list((path.parent.parent / "quarantine").iterdir())) == 1
+
+
+def test_an_earlier_attnsvms_block_store_is_converted_once_with_a_message(one_block, tmp_path):
+    """Results directories of earlier versions (a folder per block store) are converted to one
+    file each by the first run: the same files and content_sha256 (what the sweep recorded),
+    the modification time kept (nothing built from it is rebuilt); a damaged one is
+    quarantined."""
+    import os
+
+    from attnsvm.config.cell import cells_digest
+    from attnsvm.sweep.integrity import repair_blocks
+
+    exp, _, _ = one_block
+    blocks_dir = tmp_path / "blocks"
+    good, bad = exp.blocks()[:2]
+    old = {}
+    for b in (good, bad):
+        old[b.name] = write_block(list(b.cells), blocks_dir / f"{b.name}.zarr", experiment=EXP,
+                                  block=b.name)  # fmt: skip
+    before = verify_store(old[good.name])
+    ref = load_verified(old[good.name])
+    (old[bad.name] / "W" / "zarr.json").unlink()
+    mtime = (old[good.name] / MANIFEST).stat().st_mtime_ns
+    planned = {b.name: cells_digest(b.cells) for b in (good, bad)}
+    dry, _ = repair_blocks(blocks_dir, EXP, planned, dry_run=True)
+    assert "2 block store(s) of an earlier attnsvm" in dry[0] and old[good.name].is_dir()
+    msgs, redo = repair_blocks(blocks_dir, EXP, planned)
+    assert any("converted 1 block store(s)" in m for m in msgs), msgs
+    assert any("damaged block store" in m and "moved to" in m for m in msgs), msgs
+    new = blocks_dir / f"{good.name}.zarr.zip"
+    assert not old[good.name].exists() and not old[bad.name].exists()
+    after = verify_store(new)
+    assert after["content_sha256"] == before["content_sha256"]
+    assert new.stat().st_mtime_ns == mtime
+    xr.testing.assert_identical(load_verified(new), ref)
+    assert repair_blocks(blocks_dir, EXP, planned) == ([], [])
+    assert sorted(os.listdir(blocks_dir)) == [new.name]
 
 
 def test_clean_stale_partials_removes_files_and_dirs_of_this_output_only(tmp_path):
@@ -525,66 +646,14 @@ def test_sweep_store_has_a_manifest_and_summarize_names_a_damaged_sweep(one_bloc
     assert np.all([not p.name.startswith(".") for p in tmp_path.iterdir()])
 
 
-def test_repair_hashes_a_store_again_only_when_its_files_changed(block_copy, monkeypatch):
-    """Repair that scales (issue 31): a store verified once is not hashed again while its
-    files are unchanged (the verification cache); any write to a file, even one that keeps
-    its size and sets its modification time back, makes the next start hash it again."""
-    import os
+def _read_counter(monkeypatch) -> list[str]:
+    """Count the one-file stores read whole (hashed) by the repair step."""
+    from attnsvm.sweep import onefile
 
-    from attnsvm.config.cell import cells_digest
-    from attnsvm.sweep import integrity
-    from attnsvm.sweep.integrity import VERIFY_CACHE, repair_blocks
-
-    exp, b, path = block_copy
-    planned = {b.name: cells_digest(b.cells)}
-    hashed: list[str] = []
-    real = integrity._file_sha256
-    monkeypatch.setattr(integrity, "_file_sha256", lambda p: hashed.append(str(p)) or real(p))
-    n_files = len(verify_store(path)["files"])
-    hashed.clear()
-    assert repair_blocks(path.parent, EXP, planned) == ([], [])
-    assert len(hashed) == n_files and (path.parent.parent / VERIFY_CACHE).exists()
-    hashed.clear()
-    assert repair_blocks(path.parent, EXP, planned) == ([], [])
-    assert hashed == []  # a later start hashes nothing
-    chunk = chunk_of(path, "corr_fro_alpha")
-    st = chunk.stat()
-    data = bytearray(chunk.read_bytes())
-    data[-3] ^= 0x04
-    chunk.write_bytes(bytes(data))
-    os.utime(chunk, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size, same mtime
-    msgs, redo = repair_blocks(path.parent, EXP, planned)
-    assert redo == [str(path)] and "does not match its checksum" in msgs[0]
-    assert not path.exists()
-
-
-def test_copied_store_is_hashed_and_a_stale_plan_is_seen_through_the_cache(block_copy):
-    import shutil
-
-    from attnsvm.config.cell import cells_digest
-    from attnsvm.sweep.integrity import repair_blocks
-
-    exp, b, path = block_copy
-    planned = {b.name: cells_digest(b.cells)}
-    assert repair_blocks(path.parent, EXP, planned) == ([], [])
-    # the cache vouches for the files only: another plan's cells still make the store stale
-    msgs, redo = repair_blocks(path.parent, EXP, {b.name: "0" * 64}, dry_run=True)
-    assert redo == [str(path)] and "stale" in msgs[0]
-    # a copy put in its place (new inodes) is hashed again, and verifies
-    copy = path.parent / ".copy"
-    shutil.copytree(path, copy)
-    shutil.rmtree(path)
-    copy.rename(path)
-    assert repair_blocks(path.parent, EXP, planned) == ([], [])
-
-
-def _hash_counter(monkeypatch) -> list[str]:
-    from attnsvm.sweep import integrity
-
-    hashed: list[str] = []
-    real = integrity._file_sha256
-    monkeypatch.setattr(integrity, "_file_sha256", lambda p: hashed.append(str(p)) or real(p))
-    return hashed
+    read: list[str] = []
+    real = onefile.read
+    monkeypatch.setattr(onefile, "read", lambda p, full=True: read.append(str(p)) or real(p, full))
+    return read
 
 
 def _rewrite_keeping_times(path: Path, data: bytes) -> None:
@@ -598,28 +667,75 @@ def _rewrite_keeping_times(path: Path, data: bytes) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def test_an_edited_manifest_is_read_again_not_taken_from_the_cache(block_copy, monkeypatch):
-    """The verify cache keeps the manifest's entries under the manifest's stat row: an edit
-    of the manifest in place (same size, modification time set back) is seen at the next
-    start (here: other cells, so the store is stale)."""
+def test_repair_reads_a_store_again_only_when_its_file_changed(block_copy, monkeypatch):
+    """Repair that scales (issues 31, 44): a store verified once is not read again while its
+    file is unchanged (one stat per block: the verification cache); any write to it, even
+    one that keeps its size and sets its modification time back, makes the next start hash
+    it again."""
     from attnsvm.config.cell import cells_digest
+    from attnsvm.sweep.integrity import VERIFY_CACHE, repair_blocks
+
+    exp, b, path = block_copy
+    planned = {b.name: cells_digest(b.cells)}
+    read = _read_counter(monkeypatch)
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])
+    assert read == [str(path)] and (path.parent.parent / VERIFY_CACHE).exists()
+    read.clear()
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])
+    assert read == []  # a later start reads nothing
+    data = bytearray(path.read_bytes())
+    start, size = member_span(path, chunk_member(path, "corr_fro_alpha"))
+    data[start + size - 3] ^= 0x04
+    _rewrite_keeping_times(path, bytes(data))  # same size, same mtime
+    msgs, redo = repair_blocks(path.parent, EXP, planned)
+    assert redo == [str(path)] and "does not match its checksum" in msgs[0]
+    assert not path.exists()
+
+
+def test_copied_store_is_read_and_a_stale_plan_is_seen_through_the_cache(block_copy):
+    from attnsvm.config.cell import cells_digest
+    from attnsvm.sweep.integrity import repair_blocks
+
+    exp, b, path = block_copy
+    planned = {b.name: cells_digest(b.cells)}
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])
+    # the cache vouches for the file only: another plan's cells still make the store stale
+    msgs, redo = repair_blocks(path.parent, EXP, {b.name: "0" * 64}, dry_run=True)
+    assert redo == [str(path)] and "stale" in msgs[0]
+    # a copy put in its place (a new inode) is read again, and verifies
+    copy = path.parent / ".copy"
+    shutil.copy(path, copy)
+    copy.replace(path)
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])
+
+
+def test_a_store_rewritten_in_place_is_read_again_not_taken_from_the_cache(block_copy, monkeypatch):
+    """The verify cache keeps the manifest's entries under the file's stat row: a store
+    rewritten in place (same size, modification time set back; here its manifest names
+    other cells) is read again at the next start and found stale."""
+    from attnsvm.config.cell import cells_digest
+    from attnsvm.sweep import onefile
     from attnsvm.sweep.integrity import repair_blocks
 
     exp, b, path = block_copy
     digest = cells_digest(b.cells)
     planned = {b.name: digest}
     assert repair_blocks(path.parent, EXP, planned) == ([], [])
-    hashed = _hash_counter(monkeypatch)
+    read = _read_counter(monkeypatch)
     assert repair_blocks(path.parent, EXP, planned) == ([], [])
-    assert hashed == []
-    text = (path / MANIFEST).read_text()
+    assert read == []
     other = ("0" if digest[0] != "0" else "1") + digest[1:]
-    _rewrite_keeping_times(path / MANIFEST, text.replace(digest, other).encode())
+    with zipfile.ZipFile(path) as zf:
+        members = {n: zf.read(n) for n in zf.namelist() if n != MANIFEST}
+        m = json.loads(zf.read(MANIFEST))
+    forged = onefile.zip_bytes(members, onefile.sealed({**m, "cells_digest": other}))
+    assert len(forged) == path.stat().st_size
+    _rewrite_keeping_times(path, forged)
     msgs, redo = repair_blocks(path.parent, EXP, planned)
     assert redo == [str(path)] and "stale" in msgs[0] and not path.exists()
 
 
-def test_a_touched_or_deleted_file_makes_the_store_hashed_or_missing(block_copy, monkeypatch):
+def test_a_touched_or_deleted_store_is_read_again_or_missing(block_copy, monkeypatch):
     import os
 
     from attnsvm.config.cell import cells_digest
@@ -628,32 +744,29 @@ def test_a_touched_or_deleted_file_makes_the_store_hashed_or_missing(block_copy,
     exp, b, path = block_copy
     planned = {b.name: cells_digest(b.cells)}
     assert repair_blocks(path.parent, EXP, planned) == ([], [])
-    hashed = _hash_counter(monkeypatch)
-    chunk = chunk_of(path, "W")
-    os.utime(chunk)  # content unchanged: hashed again, still finished, then vouched again
-    assert repair_blocks(path.parent, EXP, planned) == ([], []) and len(hashed) > 1
-    hashed.clear()
-    assert repair_blocks(path.parent, EXP, planned) == ([], []) and hashed == []
-    chunk.unlink()
-    msgs, redo = repair_blocks(path.parent, EXP, planned)
-    assert redo == [str(path)] and "file missing: W/c/0" in msgs[0]
+    read = _read_counter(monkeypatch)
+    os.utime(path)  # content unchanged: read again, still finished, then vouched again
+    assert repair_blocks(path.parent, EXP, planned) == ([], []) and read == [str(path)]
+    read.clear()
+    assert repair_blocks(path.parent, EXP, planned) == ([], []) and read == []
+    path.unlink()
+    assert repair_blocks(path.parent, EXP, planned) == ([], [])  # missing: Snakemake runs it
 
 
 def test_a_store_swapped_for_another_blocks_store_is_foreign_despite_the_cache(block_copy):
-    import shutil
-
     from attnsvm.config.cell import cells_digest
+    from attnsvm.sweep import onefile
     from attnsvm.sweep.integrity import repair_blocks
 
     exp, b, path = block_copy
     planned = {b.name: cells_digest(b.cells)}
     assert repair_blocks(path.parent, EXP, planned) == ([], [])
+    with zipfile.ZipFile(path) as zf:
+        members = {n: zf.read(n) for n in zf.namelist() if n != MANIFEST}
+        m = json.loads(zf.read(MANIFEST))
     other = path.parent / ".other"
-    shutil.copytree(path, other)
-    m = json.loads((other / MANIFEST).read_text())
-    (other / MANIFEST).write_text(json.dumps({**m, "block": "another"}))
-    shutil.rmtree(path)
-    other.rename(path)
+    other.write_bytes(onefile.zip_bytes(members, onefile.sealed({**m, "block": "another"})))
+    other.replace(path)
     msgs, redo = repair_blocks(path.parent, EXP, planned, dry_run=True)
     assert redo == [str(path)] and "foreign" in msgs[0] and "'another'" in msgs[0]
 
@@ -670,9 +783,6 @@ def test_a_corrupt_stale_or_foreign_verify_cache_ends_correct(block_copy, monkey
     assert repair_blocks(path.parent, EXP, planned) == ([], [])
     good = cache_file.read_text()
     body = json.loads(good)
-    chunk = chunk_of(path, "corr_fro_alpha")
-    data = bytearray(chunk.read_bytes())
-    data[-3] ^= 0x04
     if cache == "garbage":
         cache_file.write_bytes(b"\x00{not json")
     elif cache == "old format":
@@ -683,30 +793,34 @@ def test_a_corrupt_stale_or_foreign_verify_cache_ends_correct(block_copy, monkey
         copy = path.parent.parent.parent / "copy"
         shutil.copytree(path.parent.parent, copy)
         path, cache_file = copy / "blocks" / path.name, copy / VERIFY_CACHE
-        chunk = chunk_of(path, "corr_fro_alpha")
-    hashed = _hash_counter(monkeypatch)
-    if cache != "stale":  # a good store verifies, every file hashed once
+    read = _read_counter(monkeypatch)
+    if cache != "stale":  # a good store verifies, read once
         assert repair_blocks(path.parent, EXP, planned) == ([], [])
-        assert len(hashed) == len(verify_store(path)["files"])
-    _rewrite_keeping_times(chunk, bytes(data))
+        assert read == [str(path)]
+    data = bytearray(path.read_bytes())
+    start, size = member_span(path, chunk_member(path, "corr_fro_alpha"))
+    data[start + size - 3] ^= 0x04
+    _rewrite_keeping_times(path, bytes(data))
     if cache == "stale":  # the cache of before the write is put back
         cache_file.write_text(good)
     msgs, redo = repair_blocks(path.parent, EXP, planned)
     assert redo == [str(path)] and "does not match its checksum" in msgs[0]
 
 
-def test_the_verify_cache_writes_each_file_list_once(block_copy):
-    """10^4 stores of one experiment list the same files: the cache holds the list once."""
+def test_the_verify_cache_holds_one_stat_row_per_one_file_store(block_copy):
+    """10^4 one-file stores: one stat row each, no file lists."""
     from attnsvm.config.cell import cells_digest
+    from attnsvm.sweep import onefile
     from attnsvm.sweep.integrity import VERIFY_CACHE, repair_blocks
 
     exp, b, path = block_copy
-    twin = path.parent / "twin.zarr"
-    shutil.copytree(path, twin)
-    m = json.loads((twin / MANIFEST).read_text())
-    (twin / MANIFEST).write_text(json.dumps({**m, "block": "twin"}))
+    with zipfile.ZipFile(path) as zf:
+        members = {n: zf.read(n) for n in zf.namelist() if n != MANIFEST}
+        m = json.loads(zf.read(MANIFEST))
+    twin = path.parent / "twin.zarr.zip"
+    twin.write_bytes(onefile.zip_bytes(members, onefile.sealed({**m, "block": "twin"})))
     planned = {b.name: cells_digest(b.cells), "twin": cells_digest(b.cells)}
     assert repair_blocks(path.parent, EXP, planned) == ([], [])
     body = json.loads((path.parent.parent / VERIFY_CACHE).read_text())
-    assert len(body["lists"]) == 1 and sorted(body["stores"]) == sorted(planned)
+    assert body["lists"] == [[]] and sorted(body["stores"]) == sorted(planned)
     assert body["stores"]["twin"][3]["block"] == "twin"

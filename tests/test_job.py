@@ -34,8 +34,8 @@ CONFIG = {
 
 def test_worker_success_writes_store_and_removes_claim(tmp_path):
     cells = [Cell(n=3, T=3, d=3, iterations=20, seed=s).to_dict() for s in range(2)]
-    out = tmp_path / "blocks" / "b.zarr"
-    stale = tmp_path / "blocks" / ".b.zarr.partial-123-abcd"
+    out = tmp_path / "blocks" / "b.zarr.zip"
+    stale = tmp_path / "blocks" / ".b.zarr.zip.partial-123-abcd"
     stale.mkdir(parents=True)  # left by an earlier attempt that was killed mid-write
     block_job(cells, out, block="b", device="cpu")
     ds = open_block(out)
@@ -52,7 +52,7 @@ def test_crashed_worker_is_recorded_as_failed_cells(tmp_path, monkeypatch):
     for b in blocks:
         paths[b.name] = block_job(
             [c.to_dict() for c in b.cells],
-            tmp_path / "x" / "blocks" / f"{b.name}.zarr",
+            tmp_path / "x" / "blocks" / f"{b.name}.zarr.zip",
             experiment="x",  # collect and status check that a store holds its own block
             block=b.name,
             device="cpu",
@@ -88,7 +88,7 @@ def test_a_signal_or_a_full_disk_is_an_environmental_failure_stored_apart(
     plan = Plan.from_config(CONFIG)
     name = "param=KQ_seeds=0-1"
     cells = [c.to_dict() for c in plan.blocks("x")[name].cells]
-    out = tmp_path / "x" / "blocks" / f"{name}.zarr"
+    out = tmp_path / "x" / "blocks" / f"{name}.zarr.zip"
     monkeypatch.setenv(FAULT_ENV, f"{fault}:param=KQ")
     with pytest.raises(EnvironmentFailure, match=f"block {name}: .*the next run"):
         block_job(cells, out, experiment="x", block=name, device="cpu")
@@ -108,7 +108,7 @@ def test_a_signal_or_a_full_disk_is_an_environmental_failure_stored_apart(
 
 def test_a_bad_variable_in_a_workers_environment_is_an_environmental_failure(tmp_path, monkeypatch):
     cells = [Cell(n=3, T=3, d=3, iterations=20, seed=0).to_dict()]
-    out = tmp_path / "x" / "blocks" / "b.zarr"
+    out = tmp_path / "x" / "blocks" / "b.zarr.zip"
     log = tmp_path / "b.log"
     monkeypatch.setenv("ATTNSVM_FUSED", "yes")
     with open(log, "w") as fh:
@@ -125,10 +125,10 @@ def test_status_counts_missing_running_and_killed(tmp_path):
     blocks_dir.mkdir(parents=True)
     names = list(plan.blocks("x"))
     # one block being computed by a live process (this one), one whose process is gone
-    (blocks_dir / f".{names[0]}.zarr.running").write_text(
+    (blocks_dir / f".{names[0]}.zarr.zip.running").write_text(
         json.dumps({"pid": os.getpid(), "host": os.uname().nodename, "started": 0})
     )
-    (blocks_dir / f".{names[1]}.zarr.running").write_text(
+    (blocks_dir / f".{names[1]}.zarr.zip.running").write_text(
         json.dumps({"pid": 2**22 + 12345, "host": os.uname().nodename, "started": 0})
     )
     state = scan_experiment(tmp_path / "x", {n: 2 for n in names})
@@ -138,16 +138,16 @@ def test_status_counts_missing_running_and_killed(tmp_path):
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     while open(f"/proc/{zombie.pid}/stat").read().rpartition(")")[2].split()[0] != "Z":
         time.sleep(0.01)
-    (blocks_dir / f".{names[0]}.zarr.running").write_text(
+    (blocks_dir / f".{names[0]}.zarr.zip.running").write_text(
         json.dumps({"pid": zombie.pid, "host": os.uname().nodename})
     )
-    (blocks_dir / f".{names[1]}.zarr.running").write_text(
+    (blocks_dir / f".{names[1]}.zarr.zip.running").write_text(
         json.dumps({"pid": os.getpid(), "host": os.uname().nodename, "ticks": 1})
     )
     state = scan_experiment(tmp_path / "x", {n: 2 for n in names})
     assert state["blocks_running"] == 0 and len(state["blocks_killed"]) == 2
     zombie.wait()
-    (blocks_dir / f".{names[0]}.zarr.running").write_text("")
+    (blocks_dir / f".{names[0]}.zarr.zip.running").write_text("")
     state = scan_experiment(tmp_path / "x", {n: 2 for n in names})
     assert state["blocks_running"] == 0 and len(state["blocks_killed"]) == 2
 
@@ -175,7 +175,7 @@ def _hide_cuda(monkeypatch):
 def test_cuda_block_without_gpu_fails_at_once_with_one_message(tmp_path, monkeypatch):
     _hide_cuda(monkeypatch)
     cells = [Cell(n=3, T=3, d=3, iterations=20, seed=s).to_dict() for s in range(2)]
-    out = tmp_path / "blocks" / "b.zarr"
+    out = tmp_path / "blocks" / "b.zarr.zip"
     t0 = time.perf_counter()
     with pytest.raises(DeviceUnavailableError) as err:
         block_job(cells, out, block="b", device="cuda")
@@ -185,7 +185,7 @@ def test_cuda_block_without_gpu_fails_at_once_with_one_message(tmp_path, monkeyp
     assert "\n" not in msg
     # environmental: no store (no cell is marked failed), no claim left; auto runs on the CPU
     assert not out.exists() and not claim_path(out).exists()
-    assert not list(out.parent.glob(".b.zarr*"))
+    assert not list(out.parent.glob(".b.zarr.zip*"))
     block_job(cells, out, block="b", device="auto")
     assert np.all(open_block(out)["status"].values == codes.CELL_STATUS.index("ok"))
 
@@ -193,7 +193,7 @@ def test_cuda_block_without_gpu_fails_at_once_with_one_message(tmp_path, monkeyp
 def test_block_worker_without_gpu_exits_with_its_own_status(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the worker sees no GPU
     spec = tmp_path / "spec.json"
-    out = tmp_path / "b.zarr"
+    out = tmp_path / "b.zarr.zip"
     cells = cells_text([Cell(n=3, T=3, d=3, iterations=20, seed=0)])
     spec.write_text(json.dumps({"cells_json": cells, "out": str(out), "device": "cuda"}))
     proc = subprocess.run(
@@ -210,7 +210,7 @@ def test_worker_without_gpu_is_raised_not_stored(tmp_path, monkeypatch):
 
     monkeypatch.setattr(job, "_check_device", lambda device: None)  # this process "has" one
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the worker sees none
-    out = tmp_path / "b.zarr"
+    out = tmp_path / "b.zarr.zip"
     cells = [Cell(n=3, T=3, d=3, iterations=20, seed=0).to_dict()]
     log = tmp_path / "b.log"
     with open(log, "w") as fh:
@@ -228,7 +228,7 @@ def test_block_log_names_stages_sizes_and_timings(tmp_path):
 
     cells = [Cell(n=3, T=3, d=3, iterations=20, seed=s).to_dict() for s in range(2)]
     log = tmp_path / "block.log"
-    out = tmp_path / "blocks" / "b.zarr"
+    out = tmp_path / "blocks" / "b.zarr.zip"
     code = (
         "import json, sys\n"
         "from attnsvm.logs import log_to\n"

@@ -44,7 +44,7 @@ def _digests(plan: Plan) -> dict[str, str]:
 def test_extending_a_packed_grid_keeps_every_pack_of_the_last_run(tmp_path, grown):
     first = Plan.from_config(_config(tmp_path))
     assert len(first.blocks("e6")) == 1  # all six points in one pack (cheap cells)
-    first.save_packs()
+    first.remember()
     again = Plan.from_config(_config(tmp_path))
     assert _digests(again) == _digests(first)  # unchanged: the same packs
     extended = Plan.from_config(_config(tmp_path, d=grown))
@@ -64,9 +64,9 @@ def test_extending_a_packed_grid_keeps_every_pack_of_the_last_run(tmp_path, grow
 def test_a_job_collect_and_status_find_the_blocks_of_the_plan_that_ran(tmp_path):
     """The workflow records its plan's packs; a job (which builds only its block), collect
     (experiment settings) and a later plan rebuild the same blocks from them."""
-    Plan.from_config(_config(tmp_path)).save_packs()
+    Plan.from_config(_config(tmp_path)).remember()
     plan = Plan.from_config(_config(tmp_path, d=[2, 4, 6, 20]))
-    plan.save_packs()
+    plan.remember()
     exp_dir = tmp_path / "results" / "e6"
     job_exp = packs.kept(planned_experiment(_config(tmp_path, d=[2, 4, 6, 20]), "e6"), exp_dir)
     for name, block in plan.blocks("e6").items():
@@ -78,7 +78,7 @@ def test_a_job_collect_and_status_find_the_blocks_of_the_plan_that_ran(tmp_path)
 
 
 def test_a_record_of_other_seeds_or_garbage_packs_afresh(tmp_path):
-    Plan.from_config(_config(tmp_path)).save_packs()
+    Plan.from_config(_config(tmp_path)).remember()
     path = tmp_path / "results" / "e6" / packs.NAME
     assert json.loads(path.read_text())["packs"]
     grown = Plan.from_config(_config(tmp_path, d=[2, 4, 6, 20], seeds=3))  # every cell changed
@@ -88,7 +88,7 @@ def test_a_record_of_other_seeds_or_garbage_packs_afresh(tmp_path):
 
 
 def test_a_pack_whose_points_left_the_grid_is_repacked(tmp_path):
-    Plan.from_config(_config(tmp_path)).save_packs()
+    Plan.from_config(_config(tmp_path)).remember()
     shrunk = Plan.from_config(_config(tmp_path, d=[2, 6]))
     (block,) = shrunk.blocks("e6").values()
     assert {v for p in block.points for a, v in p if a == "d"} == {2, 6}

@@ -162,7 +162,9 @@ def test_concurrent_writers_and_reader_never_see_partial_stores(tmp_path):
 
         t = threading.Thread(target=_reader, args=(out_dir, stop, seen, bad))
         t.start()
-        jobs = [([c.to_dict() for c in b.cells], str(out_dir / f"{b.name}.zarr")) for b in blocks]
+        jobs = [
+            ([c.to_dict() for c in b.cells], str(out_dir / f"{b.name}.zarr.zip")) for b in blocks
+        ]
         jobs.append(jobs[0])  # two writers of the same store at once: last rename wins
         with mp.get_context("spawn").Pool(len(jobs)) as pool:
             pool.map(_write_block, jobs)
@@ -173,5 +175,5 @@ def test_concurrent_writers_and_reader_never_see_partial_stores(tmp_path):
         assert len(block_paths_in(out_dir)) == 8
         assert not [p for p in out_dir.iterdir() if p.name.startswith(".")]
         for b in blocks:
-            ds = open_block(out_dir / f"{b.name}.zarr")
+            ds = open_block(out_dir / f"{b.name}.zarr.zip")
             assert list(ds["seed"].values) == b.seeds

@@ -321,7 +321,7 @@ def incomplete_paths(wd: Path) -> set[str]:
 def finished_blocks(wd: Path) -> set[str]:
     """Blocks whose store is in place (renamed there when complete) and not marked incomplete."""
     marked = {Path(p).name for p in incomplete_paths(wd)}
-    stores = (wd / CONFIG["results"] / EXP / "blocks").glob("*.zarr")
+    stores = (wd / CONFIG["results"] / EXP / "blocks").glob("*.zarr.zip")
     return {s.name for s in stores if not s.name.startswith(".") and s.name not in marked}
 
 

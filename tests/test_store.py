@@ -245,12 +245,12 @@ def test_paths_are_the_one_layout_of_the_workflow():
     from attnsvm.sweep.paths import LAYOUT, Paths, in_figures
 
     p = Paths("results")
-    assert p.pattern("block") == "results/{experiment}/blocks/{block}.zarr"
+    assert p.pattern("block") == "results/{experiment}/blocks/{block}.zarr.zip"
     assert p.pattern("block_log") == "results/{experiment}/logs/block/{block}.log"
     assert p.pattern("figure", ext="png") == "results/{experiment}/figures/{figure}.png"
     assert p.pattern("figures") == "results/{experiment}/figures"
     assert p.pattern("derive_log") == "results/{experiment}/logs/derive.log"
-    assert p.block("e1", "b") == "results/e1/blocks/b.zarr"
+    assert p.block("e1", "b") == "results/e1/blocks/b.zarr.zip"
     assert p.sweep("e1") == "results/e1/sweep.zarr"
     assert p.summary("e1") == "results/e1/summary.nc"
     assert p.figure("e1", "e1", "pdf") == "results/e1/figures/e1.pdf"

@@ -327,4 +327,4 @@ def test_crashed_block_is_counted_not_lost(tmp_path, monkeypatch):
         text=True,
         timeout=120,
     )
-    assert status.stdout.strip().endswith(f"{killed}.zarr")
+    assert status.stdout.strip().endswith(f"{killed}.zarr.zip")

@@ -29,7 +29,7 @@ from attnsvm import codes
 from attnsvm.config.cell import cells_digest
 from attnsvm.config.grid import Block, Experiment, experiment_from_json
 from attnsvm.logs import stage
-from attnsvm.sweep import packs
+from attnsvm.sweep import onefile, packs
 from attnsvm.sweep.derived import blocks_digest
 from attnsvm.sweep.integrity import (
     StoreError,
@@ -269,7 +269,7 @@ def block_paths_in(blocks_dir: str | os.PathLike) -> dict[str, Path]:
     d = Path(blocks_dir)
     if not d.is_dir():
         return {}
-    return {p.name.removesuffix(".zarr"): p for p in d.iterdir() if is_finished_store(p)}
+    return {onefile.block_of(p): p for p in d.iterdir() if is_finished_store(p)}
 
 
 def write_sweep(
@@ -277,12 +277,12 @@ def write_sweep(
 ) -> Path:
     """Collect ``blocks_dir`` into the consolidated sweep store at ``out`` (atomic).
 
-    Every visible ``*.zarr`` entry named after a block of ``experiment`` is verified; other
+    Every visible ``*.zarr.zip`` entry named after a block of ``experiment`` is verified; other
     entries are ignored with a warning.
     """
     d = Path(blocks_dir)
     entries = [p for p in d.iterdir() if not p.name.startswith(".")] if d.is_dir() else []
-    paths = {p.name.removesuffix(".zarr"): p for p in entries if p.suffix == ".zarr"}
+    paths = {onefile.block_of(p): p for p in entries if onefile.is_onefile(p)}
     stray = stray_entries(d, {b.name for b in experiment.blocks()})
     if stray:
         warnings.warn(f"ignored, no block of the plan: {[str(p) for p in stray]}", stacklevel=2)
@@ -299,7 +299,7 @@ def collect_experiment(
     """Workflow entry point of the collect rule (:func:`attnsvm.sweep.collect.collect_sweep`)."""
     clean_stale_partials(out)  # of a killed earlier attempt
     exp = packs.kept(experiment_from_json(settings_json), Path(out).parent)  # the plan's packs
-    paths = {Path(p).name.removesuffix(".zarr"): p for p in block_stores}
+    paths = {onefile.block_of(p): p for p in block_stores}
     unknown = sorted(set(paths) - {b.name for b in exp.blocks()})
     if unknown:
         raise ValueError(f"block stores not in the plan of {exp.name!r}: {unknown[:5]}")

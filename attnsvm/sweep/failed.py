@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from attnsvm.atomic import write_text_atomic
-from attnsvm.sweep import owner
+from attnsvm.sweep import onefile, owner
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +28,9 @@ FOLDER = "failures"
 
 
 def failure_path(store: str | os.PathLike) -> Path:
-    """The record of the block whose store is ``store`` (``<experiment>/blocks/<block>.zarr``)."""
+    """The record of the block whose store is ``store`` (``<experiment>/blocks/<block>...``)."""
     store = Path(store)
-    return store.parent.parent / FOLDER / f"{store.name.removesuffix('.zarr')}.json"
+    return store.parent.parent / FOLDER / f"{onefile.block_of(store)}.json"
 
 
 def record_failure(store: Path, experiment: str, block: str, kind: str, reason: str,
@@ -82,7 +82,7 @@ def current_failures(
         record = read_failure(folder / name)
         if record is None:
             continue
-        stored = (blocks / f"{block}.zarr").exists()
+        stored = (blocks / f"{block}{onefile.SUFFIX}").exists()
         if stored == (record.get("kind") == "reproducible"):
             out.append({**record, "block": block, "record": str(folder / name)})
     return out

@@ -32,14 +32,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnsvm.atomic import remove_leftovers, write_text_atomic
+from attnsvm.atomic import atomic_path, remove_leftovers, write_text_atomic
 from attnsvm.provenance import ATTNSVM_VERSION
+from attnsvm.sweep import onefile
 
 MANIFEST = "attnsvm-manifest.json"
 MANIFEST_FORMAT = "attnsvm-manifest-1"
 QUARANTINE = "quarantine"
 """Folder (next to ``blocks/``) that damaged and stale block stores are moved into."""
 _IDENTITY = ("kind", "experiment", "block", "cells_digest", "failure_kind")
+#: the manifest entries the verification cache keeps per store (:class:`VerifyCache`; a
+#: sweep store's inputs_sha256 too)
+_FACTS = (*_IDENTITY, "attnsvm", "content_sha256", "inputs_sha256")
 
 
 class StoreError(Exception):
@@ -122,10 +126,21 @@ def write_manifest(
     root = Path(store)
     stats = _content_stats(root)
     files = {rel: [st.st_size, _file_sha256(root / rel)] for rel, st in stats.items()}
-    fmt = str(attrs.get("format", ""))
-    manifest: dict[str, Any] = {
-        "format": MANIFEST_FORMAT,
-        "kind": "sweep" if "sweep" in fmt else "block",
+    manifest = _manifest(files, attrs, extra, MANIFEST_FORMAT)
+    # a hint for quick checks (verify_store's trust_unchanged), not part of the checksum: a
+    # wrong entry only makes a file be hashed again
+    manifest["unchanged"] = {rel: _unchanged_key(st) for rel, st in stats.items()}
+    write_text_atomic(root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
+    return manifest
+
+
+def _manifest(
+    files: dict[str, list], attrs: Mapping[str, Any], extra: Mapping[str, str] | None, fmt: str
+) -> dict[str, Any]:
+    kind = "sweep" if "sweep" in str(attrs.get("format", "")) else "block"
+    return {
+        "format": fmt,
+        "kind": kind,
         "experiment": str(attrs.get("experiment", "")),
         "block": str(attrs.get("block", "")),
         "cells_digest": str(attrs.get("cells_digest", "")),
@@ -133,13 +148,22 @@ def write_manifest(
         "attnsvm": attnsvm_version(),
         "files": files,
         "content_sha256": _content_sha256(files),
-        # a hint for quick checks (verify_store's trust_unchanged), not part of the checksum:
-        # a wrong entry only makes a file be hashed again
-        "unchanged": {rel: _unchanged_key(st) for rel, st in stats.items()},
         **(extra or {}),
     }
-    write_text_atomic(root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
-    return manifest
+
+
+def onefile_manifest(
+    members: Mapping[str, bytes], attrs: Mapping[str, Any], extra: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The manifest of a one-file store of ``members`` (:mod:`attnsvm.sweep.onefile`): the
+    same entries as a directory store's (the same ``content_sha256`` for the same files),
+    sealed with the SHA-256 of its own body."""
+    files = {
+        rel: [len(data), hashlib.sha256(data).hexdigest()]
+        for rel, data in members.items()
+        if not _ignored(rel)
+    }
+    return onefile.sealed(_manifest(files, attrs, extra, onefile.FORMAT))
 
 
 def verify_store(
@@ -158,8 +182,18 @@ def verify_store(
     file of the store is looked at (the quick check of ``attnsvm status``).
     Raises :class:`StoreError` (state ``damaged``) naming the store and the first problem:
     not a directory, no or unreadable manifest, a file missing, added, resized or changed.
+
+    A one-file store (:mod:`attnsvm.sweep.onefile`) is checked from one read of its file
+    (``trust_unchanged`` does not apply: its members have no times of their own).
     """
     root = Path(path)
+    if onefile.is_onefile(root):
+        try:
+            if not contents:
+                return onefile.read_manifest(root)
+            return onefile.read(root, full=full)[0]
+        except onefile.OneFileError as err:
+            raise StoreError(root, str(err)) from None
     if not root.is_dir():
         raise StoreError(root, "not a directory")
     try:
@@ -215,6 +249,8 @@ def open_store(path: str | os.PathLike):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*snakemake_timestamp.*")
         warnings.filterwarnings("ignore", message=f".*{MANIFEST}.*")
+        if onefile.is_onefile(path):
+            return onefile.open_lazy(path)
         return xr.open_zarr(path, consolidated=False)
 
 
@@ -231,7 +267,19 @@ def load_verified(path: str | os.PathLike, lazy: bool = False):
     Raises :class:`StoreError` naming the store on any failure (a file missing or changed,
     a chunk whose CRC-32C does not match, metadata zarr cannot read; with ``lazy``, a chunk's
     CRC-32C is checked when its variable is read).
+
+    A one-file store is read once: verified and decoded from that one read, in memory.
     """
+    if onefile.is_onefile(path):
+        try:
+            _, members = onefile.read(path)
+        except onefile.OneFileError as err:
+            raise StoreError(path, str(err)) from None
+        try:
+            ds = onefile.dataset(members)
+            return ds if lazy else ds.load()
+        except Exception as err:
+            raise StoreError(path, f"cannot be read: {type(err).__name__}: {err}") from err
     verify_store(path)
     try:
         ds = open_store(path)
@@ -323,7 +371,7 @@ def stray_entries(blocks_dir: str | os.PathLike, planned: Mapping[str, Any]) -> 
         p
         for p in d.iterdir()
         if not is_hidden_work_file(p.name)
-        and not (p.suffix == ".zarr" and p.name.removesuffix(".zarr") in planned)
+        and not (p.name.endswith(onefile.SUFFIX) and p.name.removesuffix(onefile.SUFFIX) in planned)
     )
 
 
@@ -340,7 +388,7 @@ def quarantine(path: Path) -> Path:
 VERIFY_CACHE = ".attnsvm-verify-cache.json"
 """File (in the experiment folder) that remembers which stores verified, under their files'
 metadata (:class:`VerifyCache`)."""
-VERIFY_CACHE_FORMAT = "attnsvm-verify-cache/2"
+VERIFY_CACHE_FORMAT = "attnsvm-verify-cache/3"
 #: opening the store's folder once and stat'ing its files relative to it (``fstatat``) spares
 #: the kernel the walk down the full path of every file (bench/bench_repair.py)
 _DIR_FD = os.stat in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
@@ -367,7 +415,14 @@ def _files_key(vals: list[int]) -> str:
 def _stat_store(path: str, rels: tuple[str, ...] | None) -> tuple[list[int], str | None] | str:
     """``(stat row of the manifest, key of the files rels)`` of the store at ``path``, key
     ``None`` when ``rels`` is None or a file is missing; :data:`MISSING` when ``path`` does
-    not exist; raises OSError when it cannot be read (not a directory...)."""
+    not exist; raises OSError when it cannot be read (not a directory...). A one-file store
+    is one stat: its file's (:mod:`attnsvm.sweep.onefile`)."""
+    if onefile.is_onefile(path):
+        try:
+            row = _stat_row(os.stat(path))
+        except FileNotFoundError:
+            return MISSING
+        return row, (None if rels is None else _files_key([]))
     if _DIR_FD:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -407,7 +462,11 @@ def store_snapshot(path: str | os.PathLike) -> tuple[list[int], tuple[str, ...],
     path = os.fspath(path)
     try:
         first = _stat_store(path, None)
-        files = json.loads(Path(path, MANIFEST).read_text())["files"]
+        files = (
+            {}
+            if onefile.is_onefile(path)
+            else json.loads(Path(path, MANIFEST).read_text())["files"]
+        )
         rels = tuple(sorted(files))
         now = _stat_store(path, rels)
     except (OSError, ValueError, KeyError, TypeError):
@@ -478,9 +537,12 @@ class VerifyCache:
         the next start) and the manifest lists the files of the snapshot."""
         if before is None or store_snapshot(path) != before:
             return self.drop(name)
-        if tuple(sorted(manifest.get("files") or ())) != before[1]:
+        listed = () if onefile.is_onefile(path) else tuple(sorted(manifest.get("files") or ()))
+        if listed != before[1]:
             return self.drop(name)
-        facts = {k: v for k, v in manifest.items() if isinstance(v, str)}
+        # what the plan checks (identity, cells, version) and blocks_digest reads: ~300 bytes
+        # per store, 10^5 of them in one file
+        facts = {k: manifest[k] for k in _FACTS if isinstance(manifest.get(k), str)}
         self.stores[name] = (before[0], before[1], before[2], facts)
         self.changed = True
 
@@ -508,12 +570,12 @@ class VerifyCache:
 
 
 def forget_verified(store: str | os.PathLike) -> None:
-    """Drop the block store ``store`` (``<experiment>/blocks/<block>.zarr``) from its
+    """Drop the block store ``store`` (``<experiment>/blocks/<block>.zarr.zip``) from its
     experiment's :class:`VerifyCache`: a reader refused it (collect), so the next run's repair
     step hashes it again, finds it damaged and recomputes it, instead of trusting the cache."""
     store = Path(store)
     cache = VerifyCache(store.parent.parent)
-    cache.drop(store.name.removesuffix(".zarr"))
+    cache.drop(onefile.block_of(store))
     cache.save()
 
 
@@ -590,8 +652,9 @@ def repair_blocks(
     redo: list[str] = []
     if not d.is_dir():
         return out, redo
+    out += convert_old_stores(d, experiment, planned, dry_run)
     cache = VerifyCache(d.parent)
-    items = [(name, d / f"{name}.zarr") for name in planned]
+    items = [(name, d / f"{name}{onefile.SUFFIX}") for name in planned]
     for (name, path), vouched in zip(items, _read_ahead(cache, items), strict=True):
         if vouched == MISSING:
             continue
@@ -605,7 +668,7 @@ def repair_blocks(
         if dry_run:
             out.append(f"{chk.state} block store {path} ({chk.reason}) will be recomputed")
         elif chk.state == "retry":
-            shutil.rmtree(path)
+            _remove(path)
             out.append(f"block {path} failed for an environmental reason: retrying it")
         else:
             dest = quarantine(path)
@@ -619,6 +682,59 @@ def repair_blocks(
         names = ", ".join(p.name for p in stray[:5]) + (" ..." if len(stray) > 5 else "")
         out.append(f"{len(stray)} entries of {d} are no block of the plan, ignored: {names}")
     return out, redo
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def convert_old_stores(
+    blocks_dir: Path, experiment: str, planned: Mapping[str, str], dry_run: bool = False
+) -> list[str]:
+    """Convert the block stores of earlier attnsvm versions (a directory ``<block>.zarr`` per
+    block) of ``planned`` blocks into one-file stores (:mod:`attnsvm.sweep.onefile`), once:
+    a finished store (every file verified against its manifest, its cells the plan's) becomes
+    ``<block>.zarr.zip`` with the same files and the same ``content_sha256`` (its modification
+    time kept, so that nothing built from it is rebuilt) and its folder is removed; any other
+    is quarantined. Returns the lines saying so (a dry run only says what it would do)."""
+    try:
+        with os.scandir(blocks_dir) as it:
+            old = [e.name[:-5] for e in it if e.name.endswith(".zarr") and e.is_dir()]
+    except OSError:
+        return []
+    old = [name for name in old if name in planned]
+    if not old:
+        return []
+    if dry_run:
+        return [f"{len(old)} block store(s) of an earlier attnsvm in {blocks_dir} will be "
+                "converted to one file each"]  # fmt: skip
+    out, converted = [], 0
+    for name in sorted(old):
+        src, dest = blocks_dir / f"{name}.zarr", blocks_dir / f"{name}{onefile.SUFFIX}"
+        if dest.exists():
+            continue
+        chk = check_block(src, experiment, name, planned[name])
+        if not chk.finished or chk.manifest is None:
+            moved = quarantine(src)
+            out.append(f"{chk.state} block store {src} ({chk.reason}): moved to {moved}")
+            continue
+        members = {rel: (src / rel).read_bytes() for rel in chk.manifest["files"]}
+        manifest = onefile_manifest(members, chk.manifest)
+        if manifest["content_sha256"] != chk.manifest.get("content_sha256"):
+            raise StoreError(src, "changed while it was converted")
+        mtime = (src / MANIFEST).stat().st_mtime_ns
+        with atomic_path(dest) as tmp:
+            tmp.write_bytes(onefile.zip_bytes(members, manifest))
+            os.utime(tmp, ns=(mtime, mtime))
+        shutil.rmtree(src)
+        converted += 1
+    if converted:
+        out.append(f"converted {converted} block store(s) of an earlier attnsvm in {blocks_dir} "
+                   f"to one file each (<block>{onefile.SUFFIX}, the same content)")  # fmt: skip
+    return out
 
 
 def clean_stale_partials(out: str | os.PathLike) -> None:

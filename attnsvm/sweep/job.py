@@ -164,7 +164,7 @@ def _check_device(device: str) -> None:
 
 
 def claim_path(out: Path) -> Path:
-    """``.<block>.zarr.running``: who is computing a block (read by ``attnsvm status``)."""
+    """``.<block>.zarr.zip.running``: who is computing a block (read by ``attnsvm status``)."""
     return out.parent / f".{out.name}{RUNNING_SUFFIX}"
 
 

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnsvm.sweep.derived import record_of
+from attnsvm.sweep.onefile import SUFFIX
 
 LAYOUT: dict[str, str] = {
     "experiment": "{experiment}",
     "blocks_dir": "{experiment}/blocks",
-    "block": "{experiment}/blocks/{block}.zarr",
+    "block": "{experiment}/blocks/{block}" + SUFFIX,
     "block_log": "{experiment}/logs/block/{block}.log",
     "sweep": "{experiment}/sweep.zarr",
     "collect_log": "{experiment}/logs/collect.log",

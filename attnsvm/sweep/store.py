@@ -24,7 +24,14 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 from attnsvm import codes, provenance
 from attnsvm.atomic import atomic_path
 from attnsvm.config.cell import cells_text, text_digest
-from attnsvm.sweep.integrity import MANIFEST, load_verified, open_store, write_manifest
+from attnsvm.sweep import onefile
+from attnsvm.sweep.integrity import (
+    MANIFEST,
+    load_verified,
+    onefile_manifest,
+    open_store,
+    write_manifest,
+)
 from attnsvm.variables import annotate
 
 if TYPE_CHECKING:
@@ -337,12 +344,15 @@ def write_atomic(
     (:data:`CHUNK_CODECS`); the manifest
     (:func:`attnsvm.sweep.integrity.write_manifest`) is written last, before the rename. An
     existing store at ``path`` is replaced only after the new one is complete.
-    ``manifest_extra``: more manifest entries (a sweep's ``inputs_sha256``).
+    ``manifest_extra``: more manifest entries (a sweep's ``inputs_sha256``). A path ending in
+    ``.zarr.zip`` gets a one-file store (:mod:`attnsvm.sweep.onefile`; block stores).
     """
     encoding = {name: {"compressors": CHUNK_CODECS} for name in ds.variables}
     ds = ds.copy()
     for var in ds.variables.values():
         var.encoding = {}  # e.g. a store read back: its codecs are replaced by CHUNK_CODECS
+    if onefile.is_onefile(path):
+        return _write_onefile(ds, path, encoding, manifest_extra)
     with atomic_path(path) as tmp, warnings.catch_warnings():
         # zarr 3 notes that consolidated metadata is not in the v3 spec; xarray reads it
         warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
@@ -361,6 +371,24 @@ def write_atomic(
     return Path(path)
 
 
+def _write_onefile(
+    ds: xr.Dataset, path: str | os.PathLike, encoding: dict, extra: dict[str, str] | None
+) -> Path:
+    """:func:`write_atomic` into a one-file store (:mod:`attnsvm.sweep.onefile`): the Zarr store
+    is built in memory (the same files a folder would hold), zipped with its manifest and
+    renamed into place."""
+    from zarr.storage import MemoryStore  # with zarr's codecs, imported above
+
+    files: dict[str, Any] = {}
+    ds.to_zarr(MemoryStore(store_dict=files), mode="w", consolidated=False, zarr_format=3,
+               encoding=encoding, write_empty_chunks=True)  # fmt: skip
+    members = {key: buf.to_bytes() for key, buf in files.items()}
+    manifest = onefile_manifest(members, ds.attrs, extra)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(onefile.zip_bytes(members, manifest))
+    return Path(path)
+
+
 def open_block(path: str | os.PathLike) -> xr.Dataset:
     """Open a finished block store (lazy).
 
@@ -372,11 +400,14 @@ def open_block(path: str | os.PathLike) -> xr.Dataset:
 
 
 def is_finished_store(path: str | os.PathLike) -> bool:
-    """A store that looks finished: a visible directory with zarr metadata and a manifest.
+    """A store that looks finished: a visible one-file store, or a visible directory with zarr
+    metadata and a manifest.
 
     Cheap (no verification); :func:`attnsvm.sweep.integrity.check_block` verifies.
     """
     p = Path(path)
+    if onefile.is_onefile(p):
+        return p.is_file() and not p.name.startswith(".")
     return (
         p.is_dir()
         and not p.name.startswith(".")

@@ -41,7 +41,7 @@ if workflow.is_main_process:
             sys.exit(f"attnsvm: {err}")
         except OSError as err:  # e.g. a full disk
             sys.exit(f"attnsvm: cannot take the lock of {PLAN.results}: {err}")
-        PLAN.save_packs()  # this run's packs, for its jobs and every later plan
+        PLAN.remember()  # this run's packs and digests, for its jobs and later plans
     # unfinished block stores (damaged, stale, foreign, environmental crash) become missing,
     # so that Snakemake recomputes them (docs/store.md, "Integrity")
     for warning in PLAN.repair(dry_run=dry_run):

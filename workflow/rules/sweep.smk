@@ -6,7 +6,7 @@
 
 rule block:
     output:
-        store=directory(path("block")),
+        store=path("block"),  # one file per block (attnsvm.sweep.onefile)
     log:
         path("block_log"),
     priority: block_priority
