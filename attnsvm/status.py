@@ -97,12 +97,12 @@ def _claim(claim: Path) -> float | bool | None:
     return False if _claim_state(claim) != "running" else _claim_started(claim)
 
 
-def _entries(blocks_dir: Path) -> list[Path]:
-    """Entries of a ``blocks/`` folder by name (none when it does not exist)."""
-    if not blocks_dir.is_dir():
+def _entries(blocks_dir: Path) -> list[str]:
+    """Names of the entries of a ``blocks/`` folder, sorted (none when it does not exist)."""
+    try:
+        return sorted(os.listdir(blocks_dir))
+    except OSError:
         return []
-    with os.scandir(blocks_dir) as it:
-        return [Path(e.path) for e in sorted(it, key=lambda e: e.name)]
 
 
 def _check_store(
@@ -111,14 +111,17 @@ def _check_store(
     """State, reason and (when finished) :func:`_store_info` of one block store.
 
     Quick (``verify`` false): the manifest must parse and name this block, its cells
-    (``digest``) and this attnsvm version; its files are not opened (the workflow verifies
-    every file before reading a store). ``verify``: every file is also checked, hashing those
-    written since the manifest was (:func:`attnsvm.sweep.integrity.check_block`).
+    (``digest``, or its start: :func:`attnsvm.status_cache.short`) and this attnsvm version;
+    its files are not opened (the workflow verifies every file before reading a store).
+    ``verify``: every file is also checked, hashing those written since the manifest was
+    (:func:`attnsvm.sweep.integrity.check_block`).
     """
-    chk = check_block(p, experiment, name, digest, full=verify, trust_unchanged=True,
+    chk = check_block(p, experiment, name, None, full=verify, trust_unchanged=True,
                       contents=verify)  # fmt: skip
     if not chk.finished:
         return chk.state, chk.reason, None
+    if digest is not None and not str(chk.manifest.get("cells_digest", "")).startswith(digest):
+        return "stale", "its cells differ from the plan's (cells_digest)", None
     try:
         return chk.state, chk.reason, _store_info(p)
     except Exception as err:  # verified, yet its metadata cannot be read
@@ -126,7 +129,7 @@ def _check_store(
 
 
 def _cached_check(
-    p: Path,
+    p: str,
     experiment: str,
     name: str,
     digest: str | None,
@@ -136,12 +139,12 @@ def _cached_check(
     """:func:`_check_store`; the quick one is remembered in ``cache`` under the store's
     :func:`~attnsvm.status_cache.store_key` and the planned ``digest``."""
     if verify:
-        return _check_store(p, experiment, name, digest, verify=True)
+        return _check_store(Path(p), experiment, name, digest, verify=True)
     key = store_key(p) if cache is not None else None
     hit = cache.get(name, key, digest) if key is not None else None
     if hit is not None:
         return hit[0], "", hit[1]
-    state, reason, info = _check_store(p, experiment, name, digest, verify=False)
+    state, reason, info = _check_store(Path(p), experiment, name, digest, verify=False)
     if key is not None and info is not None:
         cache.put(name, key, digest, state, info)
     return state, reason, info
@@ -177,26 +180,32 @@ def scan_experiment(
     cells = {s: 0 for s in codes.CELL_STATUS}
     unfinished: list[dict[str, str]] = []
     ignored: list[str] = []
-    for p in _entries(blocks_dir):
-        if p.name.endswith(RUNNING):
-            name, started = p.name[1:].removesuffix(RUNNING), _claim(p)
+    prefix = os.path.join(blocks_dir, "")
+    for entry in _entries(blocks_dir):
+        if entry.endswith(RUNNING):
+            name, started = entry[1:].removesuffix(RUNNING), _claim(blocks_dir / entry)
             (killed if started is False else running).append(name)
             if isinstance(started, float):
                 running_since[name] = started
             continue
-        if p.name.startswith("."):
+        if entry.startswith("."):
             continue
-        name = onefile.block_of(p)
-        # an earlier attnsvm's store (a folder; converted to one file by the next run) counts
-        # as that block's, unless the block's one-file store is there too
-        earlier = p.suffix == ".zarr" and not (blocks_dir / f"{name}{onefile.SUFFIX}").exists()
-        if not (onefile.is_onefile(p) or earlier) or (plan is not None and name not in plan):
-            ignored.append(str(p))  # not part of this config: neither done nor counted
+        p = prefix + entry
+        if entry.endswith(onefile.SUFFIX):
+            name = entry[: -len(onefile.SUFFIX)]
+        else:
+            # an earlier attnsvm's store (a folder; converted to one file by the next run)
+            # counts as that block's, unless the block's one-file store is there too
+            name = entry.removesuffix(".zarr")
+            if not entry.endswith(".zarr") or os.path.exists(prefix + name + onefile.SUFFIX):
+                name = None
+        if name is None or (plan is not None and name not in plan):
+            ignored.append(p)  # not part of this config: neither done nor counted
             continue
         digest = (digests or {}).get(name)
         state, reason, info = _cached_check(p, exp_dir.name, name, digest, cache, verify)
         if info is None:
-            unfinished.append({"block": name, "path": str(p), "state": state, "reason": reason})
+            unfinished.append({"block": name, "path": p, "state": state, "reason": reason})
             continue
         done[name], counts, crashed, job = info
         if job is not None:

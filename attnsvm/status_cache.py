@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from attnsvm.atomic import write_text_atomic
+from attnsvm.codes import CELL_STATUS
 from attnsvm.config.files import load_config_file
 from attnsvm.provenance import ATTNSVM_VERSION
 from attnsvm.sweep.integrity import MANIFEST
@@ -36,14 +37,15 @@ from attnsvm.sweep.onefile import SUFFIX as ONEFILE
 from attnsvm.sweep.packs import NAME as PACKS
 
 CACHE_NAME = ".attnsvm-status-cache.json"
-CACHE_FORMAT = "attnsvm-status-cache/1"
+CACHE_FORMAT = "attnsvm-status-cache/4"
 
 
 @dataclass
 class StatusPlan:
     """What ``attnsvm status`` needs from a plan (:class:`attnsvm.plan.Plan`).
 
-    ``blocks``: ``{experiment: {block: [cells, cells digest, predicted job seconds]}}`` in
+    ``blocks``: ``{experiment: {block: [cells, the first 16 hex digits of its cells digest
+    (:func:`short`), predicted job seconds]}}`` in
     config order; ``result_jobs``: ``{experiment: [[log, output], ...]}`` of its collect and
     derive jobs (:meth:`attnsvm.sweep.paths.Paths.result_jobs`).
     """
@@ -59,7 +61,7 @@ class StatusPlan:
         for exp in plan.experiments:
             digests, seconds = plan.block_digests(exp), plan.block_seconds(exp)
             blocks[exp] = {
-                name: [len(b.cells), digests[name], seconds[name]]
+                name: [len(b.cells), short(digests[name]), seconds[name]]
                 for name, b in plan.blocks(exp).items()
             }
         jobs = {exp: [list(j) for j in plan.paths.result_jobs(exp)] for exp in plan.experiments}
@@ -78,7 +80,7 @@ class StatusPlan:
         return {name: v[0] for name, v in self.blocks[exp].items()}
 
     def digests(self, exp: str) -> dict[str, str]:
-        """``{block: digest of its cells}`` of ``exp``."""
+        """``{block: the start of the digest of its cells}`` of ``exp`` (:func:`short`)."""
         return {name: v[1] for name, v in self.blocks[exp].items()}
 
     def block_seconds(self, exp: str) -> dict[str, float]:
@@ -153,48 +155,62 @@ def save(cache: dict[str, Any], path: Path) -> None:
         pass
 
 
-def store_key(store: str | os.PathLike) -> list[int] | None:
-    """What any change to a block store's manifest or ``zarr.json`` (or the store's
-    replacement) changes: inode, size, modification and status-change times (ns) of both and
-    the store's inode; ``None`` when either file is missing."""
+def short(digest: str | None) -> str | None:
+    """The first 16 hex digits of a cells digest: what ``attnsvm status`` keeps to tell the
+    cells of a plan apart (10^5 of them in its cache; the workflow checks the whole)."""
+    return None if digest is None else digest[:16]
+
+
+def store_key(store: str | os.PathLike) -> int | None:
+    """What any change to a block store (its file; of a folder store: its manifest or
+    ``zarr.json``) or its replacement changes: the hash of the inode, size, modification and
+    status-change times (ns; a tuple of integers hashes the same in every process);
+    ``None`` when a file is missing."""
     base = os.fspath(store)
-    if base.endswith(ONEFILE):  # a one-file store: one stat (attnsvm.sweep.onefile)
-        try:
-            st = os.stat(base)
-        except OSError:
-            return None
-        return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
     try:
-        key = [os.stat(base).st_ino]
-        for name in (MANIFEST, "zarr.json"):
-            st = os.stat(os.path.join(base, name))
-            key += [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        if base.endswith(ONEFILE):  # a one-file store: one stat (attnsvm.sweep.onefile)
+            st = os.stat(base)
+            rows = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        else:
+            rows = (os.stat(base).st_ino,)
+            for name in (MANIFEST, "zarr.json"):
+                st = os.stat(os.path.join(base, name))
+                rows += (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     except OSError:
         return None
-    return key
+    return hash(rows)
 
 
 class StoreChecks:
     """The remembered quick checks of one experiment's block stores (``{block: entry}``,
-    part of the cache), and whether this call changed them."""
+    part of the cache), and whether this call changed them. An entry is one flat list (10^5
+    of them parse in a fraction of a second): the store's key, the start of the planned
+    digest it was checked against, its state, compute seconds, cells per status (in
+    :data:`attnsvm.codes.CELL_STATUS` order), crashed (0/1) and its job's start and end."""
 
     def __init__(self, entries: dict[str, Any]):
         self.entries = entries
         self.changed = False
 
-    def get(self, block: str, key: list[int] | None, digest: str | None) -> tuple | None:
+    def get(self, block: str, key: int | None, digest: str | None) -> tuple | None:
         """(state, store info) remembered for ``block`` under ``key`` and ``digest``."""
         hit = self.entries.get(block) if key is not None else None
-        if not (isinstance(hit, dict) and hit.get("key") == key and hit.get("digest") == digest):
-            return None
         try:
-            seconds, counts, crashed, job = hit["info"]
-            return hit["state"], (seconds, counts, crashed, None if job is None else tuple(job))
-        except (KeyError, TypeError, ValueError):
+            if hit is None or hit[0] != key or hit[1] != digest:
+                return None
+            counts = dict(zip(CELL_STATUS, hit[4 : 4 + len(CELL_STATUS)], strict=True))
+            start, end = hit[-2:]
+            job = None if start is None else (start, end)
+            return hit[2], (hit[3], counts, bool(hit[-3]), job)
+        except (KeyError, TypeError, ValueError, IndexError):
             return None
 
-    def put(self, block: str, key: list[int], digest: str | None, state: str, info) -> None:
-        self.entries[block] = {"key": key, "digest": digest, "state": state, "info": list(info)}
+    def put(self, block: str, key: int, digest: str | None, state: str, info) -> None:
+        seconds, counts, crashed, job = info
+        start, end = (None, None) if job is None else job
+        self.entries[block] = [key, digest, state, seconds,
+                               *(counts.get(s, 0) for s in CELL_STATUS), int(crashed), start,
+                               end]  # fmt: skip
         self.changed = True
 
     def keep_only(self, blocks: set[str]) -> None:
