@@ -160,7 +160,7 @@ def main() -> None:
         "(tests/slurm/start_cluster.sh, SLURM from apt, no accounting). 'to all queued': "
         "from the controller's start (planning included) until every block is in `squeue "
         "-r`; 'submission phase': from the first block in the queue to the last (polled "
-        "every 0.1 s; an array's tasks appear together). Each mode ran {args.repeats} times, "
+        f"every 0.1 s; an array's tasks appear together). Each mode ran {args.repeats} times, "
         "alternating; the ratios compare the fastest run of each. Measured in this run: "
         f"arrays {ratio_total:.2f}x faster to all queued, {plain_calls} sbatch calls taking "
         f"{plain_phase:.2f} s without arrays against {arr_calls} with them. An idle local "

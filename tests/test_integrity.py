@@ -172,83 +172,43 @@ def rezip(store: Path, drop: tuple[str, ...] = (), replace: dict | None = None,
 # --- one test per row of the issue's table -------------------------------------------------
 
 
-@pytest.mark.slow
-def test_flipped_byte_is_detected_reported_and_recomputed(clone, finished):
-    store = a_block(clone)
-    flip(store, chunk_member(store, "W"), at=member_span(store, chunk_member(store, "W"))[1] // 2)
-    quick = status(clone)  # reads manifests only: the flipped byte is for --verify and runs
-    assert "ok 8" in quick.stdout and "--verify checks every file" in quick.stdout, quick.stdout
-    st = status(clone, "--verify")
-    assert "damaged block store" in st.stdout, st.stdout
-    assert str(store.relative_to(clone)) in st.stdout
-    assert "does not match its checksum" in st.stdout
-    assert "ok 6" in st.stdout and "missing 2" in st.stdout  # its cells are not counted ok
-    proc = assert_repaired(clone, finished[1])
-    assert "damaged block store" in proc.stderr and "moved to" in proc.stderr
-    assert len(list((clone / f"results/{EXP}/quarantine").iterdir())) == 1  # kept, not lost
-
-
 ALL_BLOCKS = ("param=W_seeds=0-1", "param=W_seeds=2-3", "param=KQ_seeds=0-1", "param=KQ_seeds=2-3")
 
 
 @pytest.mark.slow
-def test_deleted_file_of_a_block_is_recomputed(clone, finished):
-    """Rows 2-4 at once, one block each: a chunk of `convergence`, of `corr_fro_alpha`, and
-    `W/zarr.json` deleted (zarr would read fill values, NaN or the wrong convergence type)."""
-    for var, name in zip(
-        ("convergence", "corr_fro_alpha", "W/zarr.json"), ALL_BLOCKS, strict=False
-    ):
-        store = a_block(clone, name)
-        rezip(store, drop=(var if var.endswith(".json") else chunk_member(store, var),))
-    assert_repaired(clone, finished[1], recomputed=3)
-
-
-@pytest.mark.slow
-def test_truncated_or_garbage_chunk_is_recomputed(clone, finished):
-    """A store cut short (an interrupted copy), a chunk replaced by garbage, a garbage file."""
-    truncated = a_block(clone, ALL_BLOCKS[0])
-    truncated.write_bytes(truncated.read_bytes()[: truncated.stat().st_size // 2])
-    garbage = a_block(clone, ALL_BLOCKS[1])
-    rezip(garbage, replace={chunk_member(garbage, "X"): b"\x00garbage" * 9})
-    a_block(clone, ALL_BLOCKS[2]).write_bytes(b"\x00garbage" * 99)
-    assert_repaired(clone, finished[1], recomputed=3)
-
-
-@pytest.mark.slow
-def test_deleted_or_emptied_block_store_is_recomputed(clone, finished):
-    deleted, no_meta, emptied = (a_block(clone, name) for name in ALL_BLOCKS[:3])
-    deleted.unlink()
-    rezip(no_meta, drop=("zarr.json",))
-    emptied.write_bytes(b"")
-    st = status(clone)
-    assert "missing 6" in st.stdout and "ok 2" in st.stdout, st.stdout
-    assert st.stdout.count("damaged block store") == 2
-    assert_repaired(clone, finished[1], recomputed=3)
-
-
-@pytest.mark.slow
-def test_stray_copy_in_blocks_is_ignored_with_a_warning(clone, finished):
-    shutil.copy(a_block(clone), blocks(clone) / "param=KQ_seeds=2-3 copy.zarr.zip")
+def test_every_kind_of_damage_is_reported_and_recomputed_by_one_resume(clone, finished):
+    """The issue's table at once, one block each (one README resume for all; each kind on its
+    own: the unit tests below): a flipped byte of a chunk (seen by --verify and every run,
+    not by status's quick check), a deleted member (`W/zarr.json`: zarr would read fill
+    values), a store cut short (an interrupted copy) and a foreign copy under a planned
+    name; a stray copy under another name is ignored with a warning, never counted."""
+    flipped, deleted, truncated, foreign = (a_block(clone, name) for name in ALL_BLOCKS)
+    stray = blocks(clone) / "stray copy.zarr.zip"
+    shutil.copy(deleted, stray)  # an intact copy under a name of no block
+    foreign.unlink()
+    shutil.copy(stray, foreign)  # another block's store under this block's name
     (blocks(clone) / "notes.txt").write_text("mine")
-    st = status(clone)
-    assert f"ok {N_CELLS}," in st.stdout and "missing 0" in st.stdout, st.stdout
-    assert "ignored, no block of the plan" in st.stdout and "copy.zarr" in st.stdout
+    member = chunk_member(flipped, "W")
+    flip(flipped, member, at=member_span(flipped, member)[1] // 2)
+    rezip(deleted, drop=("W/zarr.json",))
+    truncated.write_bytes(truncated.read_bytes()[: truncated.stat().st_size // 2])
+    quick = status(clone)  # manifests only: the flipped byte is for --verify and runs
+    assert "ok 4" in quick.stdout and "--verify checks every file" in quick.stdout, quick.stdout
+    assert "foreign block store" in quick.stdout and "ignored, no block of the plan" in quick.stdout
+    st = status(clone, "--verify")
+    assert st.stdout.count("damaged block store") == 3, st.stdout
+    assert (
+        str(flipped.relative_to(clone)) in st.stdout and "does not match its checksum" in st.stdout
+    )
+    assert "ok 0" in st.stdout and "missing 8" in st.stdout  # their cells are not counted ok
     proc = resume(clone)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert executed_jobs(proc, "block") == 0
-    assert "no block of the plan, ignored" in proc.stderr
+    assert executed_jobs(proc, "block") == 4
+    assert proc.stderr.count("moved to") == 4 and "no block of the plan, ignored" in proc.stderr
     science_equal(sweep_of(clone), finished[1])
-
-
-@pytest.mark.slow
-def test_foreign_copy_under_a_planned_name_is_recomputed(clone, finished):
-    store = a_block(clone)
-    store.unlink()
-    shutil.copy(a_block(clone, "param=KQ_seeds=0-1"), store)
-    st = status(clone)
-    assert "foreign block store" in st.stdout, st.stdout
-    assert str(store.relative_to(clone)) in st.stdout
-    assert_repaired(clone, finished[1])
+    assert all(check_block(a_block(clone, name), EXP, name).finished for name in ALL_BLOCKS)
+    assert len(list((clone / f"results/{EXP}/quarantine").iterdir())) == 4  # kept, not lost
+    assert stray.exists()  # ignored, never moved or counted
 
 
 @pytest.mark.slow
@@ -514,6 +474,25 @@ def test_collect_refuses_a_stale_block_and_names_it(block_copy):
     assert check_block(path, EXP, b.name, "0" * 64).state == "stale"
     with pytest.raises(StoreError, match="foreign"):
         collect_sweep(exp, {exp.blocks()[1].name: path})
+
+
+@pytest.mark.parametrize("damage", ["garbage", "empty", "no zarr.json", "a chunk replaced"])
+def test_a_garbage_empty_or_gutted_store_is_quarantined(block_copy, damage):
+    from attnsvm.config.cell import cells_digest
+    from attnsvm.sweep.integrity import repair_blocks
+
+    exp, b, path = block_copy
+    if damage == "garbage":
+        path.write_bytes(b"\x00garbage" * 999)
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "no zarr.json":
+        rezip(path, drop=("zarr.json",))
+    else:
+        rezip(path, replace={chunk_member(path, "X"): b"\x00garbage" * 9})
+    msgs, redo = repair_blocks(path.parent, EXP, {b.name: cells_digest(b.cells)})
+    assert redo == [str(path)] and "damaged block store" in msgs[0] and "moved to" in msgs[0]
+    assert not path.exists()
 
 
 def test_store_without_manifest_is_not_finished(block_copy):

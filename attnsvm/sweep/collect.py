@@ -232,11 +232,12 @@ class _Layout:
     def fill(self, arrays: dict[str, np.ndarray], targets: list, ds: xr.Dataset) -> None:
         """Copy the cells of one block store to their grid points ``targets``."""
         svm_idx = [self.svm_names.index(str(s)) for s in ds["svm"].values]
+        # one assignment per variable: the cells' grid indices, then the block's own sizes
+        # (a block pads its cells alike; the sweep pads further to the experiment's largest)
+        where = tuple(np.array(axis, dtype=np.intp) for axis in zip(*targets, strict=True))
         for name, var in ds.data_vars.items():
             vals = _align_svm(var, svm_idx, len(self.svm_names), fill_value(name, var.dtype))
-            for c, target in enumerate(targets):
-                src = np.asarray(vals[c], dtype=vals.dtype)
-                arrays[name][target + tuple(slice(0, k) for k in src.shape)] = src
+            arrays[name][where + tuple(slice(0, k) for k in vals.shape[1:])] = vals
 
 
 def _sweep_attrs(
