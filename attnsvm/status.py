@@ -7,12 +7,12 @@ report's HTML status table is :mod:`attnsvm.report.status_table`.
 from __future__ import annotations
 
 import json
+import math
 import os
+import statistics
 import time
 import warnings
 from pathlib import Path
-
-import numpy as np
 
 from attnsvm import codes, status_cache
 from attnsvm.logs import job_start_time
@@ -78,7 +78,7 @@ def _store_info(p: Path) -> tuple[float, dict[str, int], bool, tuple[float, floa
     if attrs.get("job_started") is not None:
         job = (float(attrs["job_started"]), meta.stat().st_mtime)
     return (
-        float(attrs.get("seconds_compute", np.nan)),
+        float(attrs.get("seconds_compute", math.nan)),
         counts,
         bool(attrs.get("block_failed")),
         job,
@@ -87,8 +87,8 @@ def _store_info(p: Path) -> tuple[float, dict[str, int], bool, tuple[float, floa
 
 def _finite_mean(values) -> float:
     """Mean of the finite values (NaN when there are none)."""
-    finite = [v for v in values if np.isfinite(v)]
-    return float(np.mean(finite)) if finite else float("nan")
+    finite = [v for v in values if math.isfinite(v)]
+    return float(statistics.fmean(finite)) if finite else float("nan")
 
 
 def _claim(claim: Path) -> float | bool | None:
@@ -249,7 +249,7 @@ def scan_experiment(
 def _union_length(intervals: list[tuple[float, float]], bridge: float = 0.0) -> float:
     """Total length of the union of ``[start, end]`` intervals; gaps up to ``bridge`` seconds
     between them count as covered, longer gaps (idle time) are left out."""
-    total, end = 0.0, -np.inf
+    total, end = 0.0, -math.inf
     for a, b in sorted(intervals):
         if b <= end:
             continue

@@ -37,21 +37,23 @@ from attnsvm.sweep.onefile import SUFFIX as ONEFILE
 from attnsvm.sweep.packs import NAME as PACKS
 
 CACHE_NAME = ".attnsvm-status-cache.json"
-CACHE_FORMAT = "attnsvm-status-cache/4"
+CACHE_FORMAT = "attnsvm-status-cache/5"
 
 
 @dataclass
 class StatusPlan:
     """What ``attnsvm status`` needs from a plan (:class:`attnsvm.plan.Plan`).
 
-    ``blocks``: ``{experiment: {block: [cells, the first 16 hex digits of its cells digest
-    (:func:`short`), predicted job seconds]}}`` in
-    config order; ``result_jobs``: ``{experiment: [[log, output], ...]}`` of its collect and
-    derive jobs (:meth:`attnsvm.sweep.paths.Paths.result_jobs`).
+    ``blocks``: ``{experiment: {"names": [...], "cells": [...], "digests": [...],
+    "seconds": [...]}}`` in config order, one column per fact of its blocks (10^5 blocks
+    parse in a fraction of a second): their names, cells, the first 16 hex digits of their
+    cells digests (:func:`short`) and predicted job seconds; ``result_jobs``: ``{experiment:
+    [[log, output], ...]}`` of its collect and derive jobs
+    (:meth:`attnsvm.sweep.paths.Paths.result_jobs`).
     """
 
     results: str
-    blocks: dict[str, dict[str, list]]
+    blocks: dict[str, dict[str, list]]  # columns
     result_jobs: dict[str, list[list[str]]]
 
     @classmethod
@@ -60,9 +62,12 @@ class StatusPlan:
         blocks = {}
         for exp in plan.experiments:
             digests, seconds = plan.block_digests(exp), plan.block_seconds(exp)
+            names = list(plan.blocks(exp))
             blocks[exp] = {
-                name: [len(b.cells), short(digests[name]), seconds[name]]
-                for name, b in plan.blocks(exp).items()
+                "names": names,
+                "cells": [len(plan.blocks(exp)[n].cells) for n in names],
+                "digests": [short(digests[n]) for n in names],
+                "seconds": [seconds[n] for n in names],
             }
         jobs = {exp: [list(j) for j in plan.paths.result_jobs(exp)] for exp in plan.experiments}
         return cls(str(plan.results), blocks, jobs)
@@ -75,17 +80,21 @@ class StatusPlan:
     def experiments(self) -> list[str]:
         return list(self.blocks)
 
+    def _column(self, exp: str, fact: str) -> dict[str, Any]:
+        columns = self.blocks[exp]
+        return dict(zip(columns["names"], columns[fact], strict=True))
+
     def planned(self, exp: str) -> dict[str, int]:
         """``{block: number of cells}`` of ``exp``."""
-        return {name: v[0] for name, v in self.blocks[exp].items()}
+        return self._column(exp, "cells")
 
     def digests(self, exp: str) -> dict[str, str]:
         """``{block: the start of the digest of its cells}`` of ``exp`` (:func:`short`)."""
-        return {name: v[1] for name, v in self.blocks[exp].items()}
+        return self._column(exp, "digests")
 
     def block_seconds(self, exp: str) -> dict[str, float]:
         """``{block: predicted job seconds}`` of ``exp`` (start-up included)."""
-        return {name: v[2] for name, v in self.blocks[exp].items()}
+        return self._column(exp, "seconds")
 
 
 def code_fingerprint() -> str:
