@@ -46,6 +46,14 @@ def workdir(tmp: Path, blocks: int, arrays: bool) -> Path:
     exp.update(seeds=blocks // POINTS, block_size=1, block_seconds=0)
     config["experiments"] = {EXP: exp}
     (tmp / "c.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    fit_profile(tmp, arrays=arrays, held=True)
+    return tmp
+
+
+def fit_profile(tmp: Path, arrays: bool = True, held: bool = True) -> None:
+    """Fit the scratch clone's SLURM profile to the test node: 1 CPU and 500 MB per job, the
+    cpu partition, no GPU; without ``arrays`` its array setting removed; ``held`` block jobs
+    are submitted held (``sbatch --hold``: queued, never started)."""
     path = tmp / "workflow/profiles/slurm/profile.yaml"
     prof = yaml.safe_load(path.read_text())
     if not arrays:
@@ -58,9 +66,9 @@ def workdir(tmp: Path, blocks: int, arrays: bool) -> Path:
             res["mem_mb"] = 500
     prof["default-resources"]["slurm_partition"] = "cpu"
     prof["set-resources"]["block"].pop("gpu", None)
-    prof["set-resources"]["block"]["slurm_extra"] = "'--hold'"  # queued, never started
+    if held:
+        prof["set-resources"]["block"]["slurm_extra"] = "'--hold'"
     path.write_text(yaml.safe_dump(prof, sort_keys=False))
-    return tmp
 
 
 def queued(wd: Path) -> list[str]:
@@ -98,15 +106,20 @@ def submit(wd: Path, blocks: int, timeout: float = 600) -> tuple[float, float, i
             time.sleep(0.1)
         return now - t0, now - first, len({i.split("_")[0] for i in ids})
     finally:
-        proc.send_signal(signal.SIGINT)  # the controller scancels its jobs and exits
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        left = queued(wd)
-        if left:
-            subprocess.run(["scancel", *{i.split("_")[0] for i in left}], check=False)
+        stop_controller(proc, wd)
         log.close()
+
+
+def stop_controller(proc: subprocess.Popen, wd: Path, timeout: float = 120) -> None:
+    """Interrupt a controller (it scancels its jobs and exits); scancel what is left."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    left = queued(wd)
+    if left:
+        subprocess.run(["scancel", *{i.split("_")[0] for i in left}], check=False)
 
 
 def main() -> None:
