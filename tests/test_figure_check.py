@@ -152,7 +152,9 @@ def test_bookkeeping_in_the_image():
     assert "bookkeeping" in rules_of(fig)
 
 
-@pytest.mark.parametrize("text", ["mirror1p5 (W)", "adam, beta2 = 0.95", "corr(W,  SVM)"])
+@pytest.mark.parametrize(
+    "text", ["mirror1p5 (W)", "adam, beta2 = 0.95", "adam, β2 = 0.95", "corr(W,  SVM)"]
+)
 def test_raw_names_and_double_spaces(text):
     fig, ax = new()
     ax.plot([0, 1], [0, 1])

@@ -25,7 +25,8 @@ reviewer would send back, each a :class:`Defect` naming its rule and the artists
 ``bookkeeping``
     seed or cell-status counts drawn in the image (they belong in the caption);
 ``label``
-    a raw identifier (``beta2``, ``mirror1p5``, ``snake_case``) or a double space in a text.
+    a raw identifier (``beta2``, ``mirror1p5``, ``snake_case``), a Greek letter with its index
+    on the line (``β2`` for :math:`\\beta_2`) or a double space in a text.
 
 The checks read only public matplotlib state, plus the legend's handle boxes
 (``Legend._legend_handle_box``) to compare legend glyphs as drawn.
@@ -75,6 +76,7 @@ _BOOKKEEPING = re.compile(r"\bcells?:|\bseeds? per\b|\d+ ok, \d+ failed", re.IGN
 _MATH = re.compile(r"(?<!\\)\$.*?(?<!\\)\$")
 _RAW = re.compile(
     r"\b(?:[A-Za-z]+\d+p\d+|(?:alpha|beta|gamma|lambda|sigma|eta)_?\d+|[a-z]+_[a-z0-9_]+)\b"
+    r"|[\u0370-\u03ff]\d"  # a Greek letter and its index on one line (β2): a subscript
 )
 
 
