@@ -174,6 +174,7 @@ def test_too_few_values_are_inconclusive_never_a_verdict():
     three = verdict_of(synthetic({2: 0.999}, 3, sd=1e-4), variable="corr_fro_alpha", op=">=",
                        threshold=0.9)  # fmt: skip
     assert three["verdict"] == "INCONCLUSIVE" and three["interval"] == [None, None]
+    assert "too few distinct resamples" in three["method"]
     sweep = synthetic({2: 0.999}, 6, sd=1e-4)
     assert verdict_of(sweep, variable="corr_fro_alpha", op=">=", threshold=0.9)["verdict"] == "PASS"
     sweep = synthetic({2: 0.999}, 4, sd=1e-4)

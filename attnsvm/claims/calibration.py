@@ -265,8 +265,9 @@ def composite_cases(sizes: Iterable[int] = (5, 10, 20), reps: int = 2000) -> lis
         slopes = np.einsum("p,rps->rs", S.ols_weights(xs), y)
         hits = mean_hits(slopes, 0.2, [level], rng)[0]
         out.append(_composite("slope of means, per-seed slopes", n, level, hits[0] / reps, reps))
-        out.append(_composite("pooled median, union of 4 points", n, level,
-                              _union_median(x, level), reps))  # fmt: skip
+        if S.order_statistic_ranks(n, 0.5, S.bonferroni(level, P)) is not None:
+            out.append(_composite("pooled median, union of 4 points", n, level,
+                                  _union_median(x, level), reps))  # fmt: skip
         out.append(_composite("step of shares, difference of exact intervals", n, level,
                               _share_step(rng, n, level, reps), reps))  # fmt: skip
     return out
@@ -290,10 +291,7 @@ def _stratified_naive(x: np.ndarray, truth: float, level: float, rng) -> float:
 
 def _union_median(x: np.ndarray, level: float) -> float:
     reps, P, n = x.shape
-    each = S.bonferroni(level, P)
-    ranks = S.order_statistic_ranks(n, 0.5, each)
-    if ranks is None:
-        return float("nan")
+    ranks = S.order_statistic_ranks(n, 0.5, S.bonferroni(level, P))
     xs = np.sort(x, axis=2)
     lo = xs[:, :, ranks[0] - 1].min(axis=1)
     hi = xs[:, :, ranks[1] - 1].max(axis=1)

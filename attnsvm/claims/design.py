@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from attnsvm.claims import stats as S
 from attnsvm.claims import table
@@ -36,13 +35,17 @@ from attnsvm.config.claims import ClaimModel, holds
 
 #: the most seeds per grid point searched for a share
 MAX_SEEDS = 1_000_000
-#: how far (in units of the values' spread) an ideal outcome lies from the threshold
-_FAR = 10.0
+#: how far (in units of the values' spread) an ideal outcome lies from the threshold: so far
+#: that only the method itself (no calibrated or no finite interval) keeps it undecided
+_FAR = 1000.0
+#: the same for the slope of a logarithm (whose values are exp of it): 10 slopes of 1% noise
+_FAR_LOG = 10.0
 
 
-def _noise(n: int) -> np.ndarray:
-    """n spread values, deterministic: the normal quantiles of (i + 0.5) / n."""
-    return stats.norm.ppf((np.arange(n) + 0.5) / n)
+def _noise(n: int, point: int) -> np.ndarray:
+    """n spread values of one grid point, deterministic (a fixed generator per point and
+    size), distinct at every point so that paired differences and averages stay spread."""
+    return np.random.default_rng([point, n]).standard_normal(n)
 
 
 def _level_target(claim, passing: bool) -> float:
@@ -70,11 +73,12 @@ def _targets(claim, groups: Sequence[Any], passing: bool) -> list[float]:
         return list(_FAR * J * (rank if rising else rank[::-1]))
     x = np.array([float(v) for v in groups])
     x = np.log(x) if claim.x == "log" else x
+    far = _FAR_LOG if claim.y == "log" else _FAR
     if claim.op == "between":
-        slope = sum(claim.threshold) / 2 if passing else claim.threshold[1] + _FAR
+        slope = sum(claim.threshold) / 2 if passing else claim.threshold[1] + far
     else:
         up = claim.op in (">", ">=")
-        slope = claim.threshold + (_FAR if up == passing else -_FAR)
+        slope = claim.threshold + (far if up == passing else -far)
     if claim.aggregate == "share":
         floor = 0.05 if claim.y == "log" else 0.0
         span = (x - x.min()) / (x.max() - x.min())
@@ -103,7 +107,7 @@ def ideal_samples(
     for i, p in enumerate(points):
         if p not in target:
             continue
-        z = np.roll(_noise(n), i)  # each point its own order: paired differences vary
+        z = _noise(n, i)
         t = target[p]
         if claim.aggregate == "share":
             k = int(round(t * n))

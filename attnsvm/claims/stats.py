@@ -233,6 +233,10 @@ def mean_interval(values: np.ndarray, confidence: float, seed: int) -> Interval:
     lower_t, upper_t = tails
     se = float(x.std(ddof=1)) / math.sqrt(n)
     lo, hi = estimate - float(upper_t) * se, estimate - float(lower_t) * se
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        why = (f"{n} values: too few distinct resamples to bound the studentized bootstrap's "
+               f"tail at {confidence:.4g}")  # fmt: skip
+        return replace(Interval.none(confidence, why, estimate, n), basis=basis)
     return Interval(estimate, lo, hi, confidence, MEAN, n, basis)
 
 
