@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -158,3 +159,4 @@ def test_a_case_is_measured_by_its_method():
     median = C.check_case(C.Case.of({"method": S.QUANTILE, "n": 5, "level": 0.95, "q": 0.5}))
     assert not median["ok"] and median["coverage"] == {"exact": None}
     assert "LOW" in C.case_text(median) and "ok " in C.case_text(share)
+    json.dumps([mean, share, median])  # what --calibrate --json prints

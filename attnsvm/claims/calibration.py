@@ -224,17 +224,18 @@ def check_case(case: Case, reps: int = REPETITIONS) -> dict[str, Any]:
     floor = case.level - table.TOLERANCE
     if case.method == S.SHARE:
         cov = share_coverage(case.n, case.level)
-        out.update(coverage={"exact": cov}, se=0.0, ok=cov >= floor)
+        out.update(coverage={"exact": cov}, se=0.0, ok=bool(cov >= floor))
     elif case.method == S.QUANTILE:
         cov = quantile_coverage(case.n, case.q if case.q is not None else 0.5, case.level)
-        out.update(q=case.q, coverage={"exact": cov}, se=0.0, ok=cov is not None and cov >= floor)
+        out.update(q=case.q, coverage={"exact": cov}, se=0.0,
+                   ok=bool(cov is not None and cov >= floor))  # fmt: skip
     else:
         covs = {}
         for dist in DISTRIBUTIONS:
             hits = mean_case(dist, case.n, [case.level], reps)[0]
-            covs[dist.name] = hits[0] / reps if hits[0] >= 0 else None
+            covs[dist.name] = float(hits[0] / reps) if hits[0] >= 0 else None
         se = math.sqrt(case.level * (1 - case.level) / reps)
-        ok = all(c is not None and c >= floor for c in covs.values())
+        ok = bool(all(c is not None and c >= floor for c in covs.values()))
         out.update(coverage=covs, se=se, repetitions=reps, ok=ok)
     return out
 
@@ -275,8 +276,9 @@ def composite_cases(sizes: Iterable[int] = (5, 10, 20), reps: int = 2000) -> lis
 
 def _composite(name: str, n: int, level: float, coverage: float, reps: int) -> dict:
     se = math.sqrt(level * (1 - level) / reps)
-    return {"method": name, "n": n, "level": level, "coverage": {"composite": coverage},
-            "se": se, "repetitions": reps, "ok": coverage >= level - table.TOLERANCE}  # fmt: skip
+    return {"method": name, "n": n, "level": level, "coverage": {"composite": float(coverage)},
+            "se": se, "repetitions": reps,
+            "ok": bool(coverage >= level - table.TOLERANCE)}  # fmt: skip
 
 
 def _stratified_naive(x: np.ndarray, truth: float, level: float, rng) -> float:

@@ -185,8 +185,9 @@ def claims_html(ledgers: Mapping[str, str | os.PathLike], figures: FigurePaths) 
         if e.get("control"):
             c = e["control"]
             flag = " (the baseline passes: the claim cannot tell the theory from it)"
-            parts += _html_row(c["verdict"], f"control: {c['name']}" + (flag if c["passes"]
-                               else ""), c)  # fmt: skip
+            # lower case: no verdict colour, a control that FAILs is what the claim needs
+            parts += _html_row(f"baseline {c['verdict'].lower()}", f"control: {c['name']}"
+                               + (flag if c["passes"] else ""), c)  # fmt: skip
         for r in e["rows"]:
             parts += _html_row(r["verdict"] or "", f"{r['level']}: {r['label']}", r)
     parts.append("</tbody></table></body></html>")
