@@ -58,8 +58,8 @@ def test_the_stored_table_is_current():
 
 def test_the_tables_smallest_sizes_follow_from_its_coverage():
     """``n_min`` is what the coverage says: from it on every tabled size is calibrated on
-    every distribution, below it one is not; and it grows with the level (the rule that a
-    level between the table's takes the next higher one relies on it)."""
+    every distribution, below it one is not; and it never shrinks as the level grows (the
+    rule that a level between the table's takes the next higher one relies on it)."""
     mean = table.load()["methods"]["mean"]
     cover = np.array([mean["coverage"][d.name] for d in C.DISTRIBUTIONS])  # (dist, level, n)
     previous = 0

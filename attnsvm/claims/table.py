@@ -9,9 +9,9 @@ module only reads it. The order-statistic and exact binomial intervals are exact
 construction: their smallest sizes are computed, not looked up.
 
 A level between the table's levels takes the next higher one (the smallest calibrated size
-grows with the level, which a test checks on the table); a level above the highest has no
-calibrated mean interval. A number of values above the table's largest counts as calibrated
-when the largest sizes are (coverage approaches the nominal level as n grows).
+never shrinks as the level grows, which a test checks on the table); a level above the
+highest has no calibrated mean interval. A number of values above the table's largest counts
+as calibrated when the largest sizes are (coverage approaches the nominal level as n grows).
 """
 
 from __future__ import annotations
