@@ -108,3 +108,55 @@ def measure(
     sc["fit_iteration"] = float(its[k])
     sc["test_err_at_fit"] = float(curves["test_err"][k])
     return sc, curves
+
+
+# --------------------------------------------------------------------------- baselines
+#: per-cell baselines of a cell with a test sample (docs/science.md §15): what is possible
+#: (the Bayes-optimal classifier of the token model) and what the interpolator fits
+BASELINE_SCALARS = ("bayes_err", "test_err_bayes", "flip_fit_bayes", "train_err_mm")
+
+
+def bayes_error(snr: float, d: int, label_flip: float) -> float:
+    """The Bayes error of the signal-noise token model (docs/science.md §15, eq. (15.3)):
+    ``p + (1 - 2p) Phi(-snr sqrt(d / 2))`` for flip rate ``p < 1/2``. The signal token
+    ``x_0 = mu_y + xi`` alone carries the label, and the likelihood ratio of ``y`` is a
+    function of ``<x_0, mu_+ - mu_->``, whose noise is ``N(0, 2 snr^2 / d)``: the clean
+    label is missed with ``q = Phi(-snr sqrt(d / 2))``, the stored one with ``q (1 - p) + (1 -
+    q) p``."""
+    from scipy.stats import norm  # this function only
+
+    q = float(norm.cdf(-snr * np.sqrt(d / 2.0)))
+    return label_flip + (1.0 - 2.0 * label_flip) * q
+
+
+def bayes_predictions(ds: Dataset, signal: bool) -> np.ndarray:
+    """The Bayes-optimal classifier's labels (n,): ``sign(v^T x_i0)`` of the signal token for
+    the signal-noise model (``v`` is parallel to ``mu_+ - mu_-``; flip rates are below 1/2),
+    and +1 where the labels are independent of the tokens (the gaussian generator: every
+    classifier is Bayes-optimal there, with error 1/2)."""
+    if not signal:
+        return np.ones(ds.n)
+    return np.where(ds.X[:, 0, :] @ ds.v >= 0, 1.0, -1.0)
+
+
+def baselines(
+    generator: str, snr: float, label_flip: float, train: Dataset, test: Dataset,
+    interpolator: np.ndarray | None,
+) -> dict[str, float]:  # fmt: skip
+    """:data:`BASELINE_SCALARS` of one cell (docs/science.md §15): the Bayes error of its token
+    model, the Bayes-optimal classifier's test error and share of the flipped training labels
+    it fits (it fits one only where it misses the clean label), and the share of training
+    labels the max-margin interpolator does not fit (0: it interpolates; NaN unsolved)."""
+    signal = generator == "signal_noise"
+    bayes = bayes_error(snr, train.d, label_flip) if signal else 0.5
+    f_train = bayes_predictions(train, signal)
+    mm = (
+        float(errors(hard_outputs(interpolator, train), train.Y))
+        if interpolator is not None else np.nan
+    )  # fmt: skip
+    return {
+        "bayes_err": bayes,
+        "test_err_bayes": float(errors(bayes_predictions(test, signal), test.Y)),
+        "flip_fit_bayes": float(flip_fit(f_train, train)),
+        "train_err_mm": mm,
+    }

@@ -86,7 +86,7 @@ def stored_scalars(cell: Cell) -> tuple[str, ...]:
     if cell.task == "train":
         out += M.rate_scalars()
     if cell.n_test > 0:
-        out += G.SCALARS
+        out += (*G.SCALARS, *G.BASELINE_SCALARS)
     if cell.norm_svms:
         out += [f"{p}_{k}_alpha" for k in N.NORMS for p in _SVM_SCALARS]
         out += [f"corr_{k}_alpha" for k in N.NORMS if k not in N.WIDE_FACE]
@@ -375,6 +375,9 @@ def _generalization(res: CellResult) -> None:
     )  # fmt: skip
     res.scalars.update(sc)
     res.curves.update(curves)
+    cell = res.cell
+    res.scalars.update(G.baselines(cell.generator, cell.snr, cell.label_flip, res.data,
+                                   res.test_data, mm.W if mm.solved else None))  # fmt: skip
     res.timings["test"] = time.perf_counter() - t0
 
 
