@@ -124,8 +124,9 @@ def test_the_gpu_loop_gives_the_cpu_loops_bits(monkeypatch, kw):
     relative), and the GPU loop is what train_batch runs there."""
     monkeypatch.setenv("ATTNSVM_FUSED", "1")
     cells = [Cell(seed=s, iterations=500, **E2, **kw) for s in range(37)]
-    settings = cells[0].settings("train")
-    assert fused.applies(settings, torch.device("cuda"), "analytic", {"mask": None}, E2_SHAPE)
+    from tests.test_fused import _model
+
+    assert fused.applies(_model(cells[0].settings("train"), device="cuda"))
     ref = train_cells(cells, device="cpu")
     got = train_cells(cells, device="cuda")
     assert got.device.startswith("cuda")

@@ -21,6 +21,8 @@ _INIT_STREAM = 1
 #: the held-out test sample (docs/science.md §15): a stream of its own, so its examples are
 #: independent of the training ones drawn from the same seed
 _TEST_STREAM = 2
+#: stream of the initializations of heads 2..H (head 1 is make_init's, so H = 1 is unchanged)
+HEAD_INIT_STREAM = 0x4D48
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,26 @@ def make_init(cell: Cell) -> dict[str, np.ndarray]:
     if cell.init == "zero":
         return {"K": 0.1 * rng.standard_normal((d, m)), "Q": np.zeros((d, m))}
     return {"K": rng.uniform(-b, b, (d, m)), "Q": rng.uniform(-b, b, (d, m))}
+
+
+def head_inits(init: dict[str, np.ndarray], seed: int, heads: int, scheme: str) -> dict:
+    """Initializations of H attention heads from head 1's ``init`` (docs/science.md §12).
+
+    Head 1 is ``init`` itself; heads 2..H are drawn like it (same scheme and scale, §3) from a
+    generator seeded by ``(seed, HEAD_INIT_STREAM, h)``. Returns the same keys with a head
+    axis in front of the matrices' axes: ``W (H, d, d)`` or ``K, Q (H, d, m)``.
+    """
+    out = {k: [np.asarray(v, dtype=np.float64)] for k, v in init.items()}
+    for h in range(1, heads):
+        rng = np.random.default_rng([seed, HEAD_INIT_STREAM, h])
+        for k, v in init.items():
+            b = 1.0 / np.sqrt(v.shape[0])
+            if scheme == "zero":
+                new = 0.1 * rng.standard_normal(v.shape) if k == "K" else np.zeros(v.shape)
+            else:
+                new = rng.uniform(-b, b, v.shape)
+            out[k].append(new)
+    return {k: np.stack(v) for k, v in out.items()}
 
 
 def token_scores(ds: Dataset) -> np.ndarray:

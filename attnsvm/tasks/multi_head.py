@@ -15,7 +15,14 @@ import traceback
 import numpy as np
 
 from attnsvm.config.cell import Cell
-from attnsvm.gd.data import Dataset, make_dataset, make_init, optimal_tokens, token_scores
+from attnsvm.gd.data import (
+    Dataset,
+    head_inits,
+    make_dataset,
+    make_init,
+    optimal_tokens,
+    token_scores,
+)
 from attnsvm.svm import is_locally_optimal, solve_frobenius, solve_nuclear
 from attnsvm.svm.constraints import att_svm_constraints
 from attnsvm.tasks import Task
@@ -90,7 +97,7 @@ def run_multihead_group(
 
 
 def _train(cells: list[Cell], datasets: list[Dataset], device: str):
-    from attnsvm.gd.multihead_model import head_inits, train_multihead  # torch: only to train
+    from attnsvm.gd.train import train_multihead  # torch: only to train
 
     c0 = cells[0]
     inits = [head_inits(make_init(c), c.seed, c.heads, c.init) for c in cells]

@@ -1,7 +1,7 @@
 """Next-token prediction (docs/science.md §8): one shape group of ``task: ntp`` cells end to end.
 
 Data, priority graphs and their SCCs, the NTP-SVM, W_fin, batched training
-(:func:`attnsvm.ntp.train.train_ntp`) and the metrics, as the sweep's CellResults.
+(:func:`attnsvm.gd.train.train_ntp`) and the metrics, as the sweep's CellResults.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def _nan_data(n: int, T: int, d: int):
 
 
 def _train(c0: Cell, cells: list[Cell], prepared: list[_Prepared], device: str):
-    from attnsvm.ntp.train import train_ntp  # torch: only to train
+    from attnsvm.gd.train import train_ntp  # torch: only to train
 
     inits = [make_init(c) for c in cells]
     t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """The trained head: the linear head v trained jointly with W or (K, Q) (docs/science.md §11).
 
-Training is :func:`attnsvm.gd.joint.train_joint_batch` (per-block normalized GD on the
+Training is :func:`attnsvm.gd.train.train_joint_batch` (per-block normalized GD on the
 attention weights and v); the SVMs and metrics are the paper's task's, with the final v in
 the token scores, plus the max-margin head of the attended tokens
 (:mod:`attnsvm.tasks.measure`).
@@ -20,11 +20,11 @@ from attnsvm.tasks.trajectory import Trainer, run_group
 
 def _train(batch: dict, settings: Any, device: str, **extra: Any) -> tuple[Any, np.ndarray]:
     """(W or KQ, v) jointly on the group's seeds, docs/science.md §11."""
-    from attnsvm.gd.joint import train_joint_batch  # torch: only where a group trains
+    from attnsvm.gd.train import train_joint_batch  # torch: only where a group trains
 
     data = (batch["X"], batch["Y"], batch["Z"], batch["v"], batch["init"])
-    joint = train_joint_batch(*data, settings, device=device, **extra)
-    return joint.train, joint.v
+    res = train_joint_batch(*data, settings, device=device, **extra)
+    return res, res.v
 
 
 TRAINER = Trainer(_train)
