@@ -372,6 +372,7 @@ def _generalization(res: CellResult) -> None:
     sc, curves = G.measure(
         res.W, res.data, res.test_data,
         fro.W if fro.solved else None, mm.W if mm.solved else None, res.iterations,
+        res.cell.settings("train"),
     )  # fmt: skip
     res.scalars.update(sc)
     res.curves.update(curves)
