@@ -353,3 +353,25 @@ def test_a_train_field_the_loop_does_not_know_sends_the_cell_to_the_torch_loop(m
     for kind in (TrainedHead, MultiHead, NextToken):
         assert not kind.FUSED_FIELDS
     assert not fused.applies(_model(base, kind=TrainedHead))
+
+
+@needs_library
+def test_a_block_says_once_which_cells_left_the_fused_loop(monkeypatch, caplog):
+    """A cell whose model does not declare one of its fields for the fused loop trains in the
+    torch loop, its ``device`` names the field, and the block's log says so once (with the
+    count); the cells that fit stay in the fused loop."""
+    import logging
+
+    from attnsvm.gd.model import SingleHead
+    from attnsvm.tasks import run_cells
+
+    monkeypatch.delenv("ATTNSVM_FUSED", raising=False)
+    monkeypatch.setattr(SingleHead, "FUSED_FIELDS", SingleHead.FUSED_FIELDS - {"lr"})
+    cells = [Cell(seed=s, iterations=20, lr=lr, **E2) for lr in (0.1, 0.2) for s in range(2)]
+    with caplog.at_level(logging.WARNING, logger="attnsvm.tasks"):
+        res = run_cells(cells, device="cpu")
+    assert [r.device for r in res] == ["cpu, fused loop"] * 2 + [
+        "cpu, torch loop (lr not in the fused loop)"
+    ] * 2
+    warned = [r.getMessage() for r in caplog.records if "outside the fused loop" in r.message]
+    assert len(warned) == 1 and warned[0].startswith("2 of 4 cell(s) trained in the torch loop")

@@ -61,13 +61,17 @@ rule every new field should use)."""
 @dataclass(frozen=True)
 class Probe:
     """How a test shows that a field is consumed: a cell of ``base`` settings (on top of
-    :data:`PROBE_BASE`) and the same cell with the field set to ``value`` must store different
-    results, in what the field's stages produce (``tests/test_fields.py``)."""
+    :data:`PROBE_BASE`) and the same cell with the field set to ``value``, run through the
+    same training loop, must store results that differ by more than rounding
+    (:data:`PROBE_RTOL`), in what the field's stages produce (``tests/test_fields.py``)."""
 
     value: Any
     base: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: A probe's change must exceed this relative to the variable's largest value: two loops (or
+#: two kernels) differ by rounding, a field that is read changes far more.
+PROBE_RTOL = 1e-9
 #: The small cell every probe starts from (fast to train and solve).
 PROBE_BASE: Mapping[str, Any] = {"d": 4, "T": 3, "n": 3, "iterations": 40, "checkpoint_count": 5}
 

@@ -51,7 +51,7 @@ import scipy.sparse as sp
 from scipy.linalg import lapack
 from scipy.optimize import lsq_linear, nnls
 
-from attnsvm.svm import farkas
+import attnsvm.svm.farkas as farkas
 from attnsvm.svm.constraints import Constraints
 
 STATUSES = (
