@@ -125,11 +125,14 @@ def test_worked_example_of_a_new_field(tmp_path):
         "attnsvm/report/figures/logit_scale.py",
         "config/logit_scale.yaml",
     ]
-    generated = {"workflow/schemas/config.schema.yaml", "config/README.md"}
+    generated = {
+        "workflow/schemas/config.schema.yaml", "config/README.md", "attnsvm/config/cell.pyi",
+    }  # fmt: skip
     assert changed_files(base, tree) == set(edited) | generated
 
-    # the field is in the schema and the config docs
+    # the field is in the schema, the config docs and the cell's type stub
     assert "logit_scale:" in (tree / "workflow/schemas/config.schema.yaml").read_text()
+    assert "    logit_scale: float = 1.0\n" in (tree / "attnsvm/config/cell.pyi").read_text()
     assert "| `logit_scale` | 1.0 | > 0 |" in (tree / "config/README.md").read_text()
 
     # its probe passes: the registry test sees a field that changes training

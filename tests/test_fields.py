@@ -138,6 +138,28 @@ def test_the_tasks_are_the_modules_that_declare_one():
     } <= set(names)
 
 
+def test_the_cells_type_stub_declares_every_field_and_public_name():
+    """attnsvm/config/cell.pyi (generated) is what type checkers read instead of cell.py: it
+    declares every field with its type and default, and every public name of the module."""
+    import ast
+    import inspect
+
+    from attnsvm.config import cell as cell_module
+
+    stub = ast.parse(cell_module.stub())
+    (cls,) = [n for n in stub.body if isinstance(n, ast.ClassDef)]
+    fields = {
+        n.target.id: ast.unparse(n.annotation) for n in cls.body if isinstance(n, ast.AnnAssign)
+    }
+    assert fields == {f.name: f.type for f in FIELDS}
+    methods = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    public = {n for n, _ in inspect.getmembers(Cell) if not n.startswith("_")}
+    assert public - set(fields) - {"inner_dim"} <= methods
+    names = {n.name for n in stub.body if isinstance(n, ast.FunctionDef)}
+    names |= {a.asname for n in stub.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert set(cell_module.__all__) - {"Cell"} <= names
+
+
 def test_generated_files_are_current():
     from attnsvm import generate
 
