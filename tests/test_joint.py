@@ -8,11 +8,17 @@ import torch
 
 from attnsvm.config.cell import Cell, CellError
 from attnsvm.gd.model import Batch, TrainedHead, loss_fn, pack, unpack
-from attnsvm.gd.train import stack_cells, train_batch, train_joint_batch
+from attnsvm.gd.train import stack_cells, train_arrays, train_batch
 from attnsvm.svm.head import head_svm
 from attnsvm.sweep.store import cell_dataset
 from attnsvm.tasks import run_cells
 from tests.workflow_helpers import tiny_sweep
+
+
+def train_joint_batch(X, Y, Z, v, init, settings=None, *, mask=None, **kw):
+    """The trained-head model through the descent loop (docs/science.md §11)."""
+    return train_arrays("trained_head", {"X": X, "Y": Y, "Z": Z, "v": v, "mask": mask}, init,
+                        settings, **kw)  # fmt: skip
 
 
 def train_stacked(b: dict, c: Cell, **kw):

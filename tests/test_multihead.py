@@ -10,9 +10,14 @@ import torch
 from attnsvm.config.cell import Cell
 from attnsvm.gd.data import head_inits, make_init
 from attnsvm.gd.model import Batch, MultiHead
-from attnsvm.gd.train import stack_cells, train_batch, train_multihead
+from attnsvm.gd.train import stack_cells, train_arrays, train_batch
 
 E2 = {"n": 6, "T": 8, "d": 10}
+
+
+def train_multihead(X, Y, Z, v, init, settings=None, **kw):
+    """The H-head model through the descent loop (docs/science.md §12)."""
+    return train_arrays("multi_head", {"X": X, "Y": Y, "Z": Z, "v": v}, init, settings, **kw)
 
 
 def _batch(S, H, **kw):

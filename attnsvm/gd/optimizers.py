@@ -9,13 +9,14 @@ Each rule is a fresh object per training pass (:func:`make_rule`; some keep stat
 one block of parameters (:mod:`attnsvm.gd.model`): ``rule(theta, G, loss)`` is the next
 ``theta``. Every rule acts on the last two axes of a block: on W, or on K and Q separately
 (per-factor steps), seeds batched on a leading axis and never interacting. The step size is
-constant (the regularization path's schedule is its own rule, :mod:`attnsvm.gd.regpath`).
+constant (the regularization path's projected step, :class:`Projected`, has its own schedule).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -218,6 +219,72 @@ class Mirror1p5(Mirror):
 
 class Mirror3(Mirror):
     p = MIRROR_P["mirror3"]
+
+
+def _sq(t: Tensor) -> Tensor:
+    return (t * t).sum(dim=(-2, -1))
+
+
+def _blocks(theta: Tensor) -> list[Tensor]:
+    """W, or K and Q, of the packed ``theta`` (attnsvm.gd.model.pack)."""
+    return [theta] if theta.dim() == 3 else [theta[0], theta[1]]
+
+
+class Ball:
+    """The constraint set of one parameterization: ``||W||_F^2 <= R^2`` (W) or
+    ``||K||_F^2 + ||Q||_F^2 <= 2R`` (KQ), over the joint variable P = W or (K, Q) packed."""
+
+    def __init__(self, param: str, S: int, tiny: float) -> None:
+        self.param, self.S, self.tiny = param, S, tiny
+
+    def sqnorm(self, P: Tensor) -> Tensor:
+        """``||P||^2`` per seed, (S,)."""
+        return sum(_sq(b) for b in _blocks(P))
+
+    def bound(self, R: float) -> float:
+        """Squared radius of the ball in the joint variable."""
+        return R * R if self.param == "W" else 2.0 * R
+
+    def project(self, P: Tensor, R: float, onto: bool = False) -> Tensor:
+        """P rescaled into the ball (``onto=True``: onto its sphere); P = 0 stays 0."""
+        nrm2 = self.sqnorm(P)
+        f = torch.sqrt(self.bound(R) / torch.clamp(nrm2, min=self.tiny))
+        if not onto:
+            f = torch.clamp(f, max=1.0)
+        return P * torch.where(nrm2 > 0, f, torch.ones_like(f)).view(self.S, 1, 1)
+
+    def direction(self, P: Tensor, G: Tensor, R: float) -> Tensor:
+        """G with its outward radial part removed where P lies on the sphere (Riemannian)."""
+        nrm2 = self.sqnorm(P)
+        inner = sum((g * p).sum(dim=(-2, -1)) for g, p in zip(_blocks(G), _blocks(P), strict=True))
+        on_sphere = nrm2 >= self.bound(R) * (1 - 1e-9)
+        outward = on_sphere & (inner < 0)  # -G points out of the ball
+        coef = torch.where(outward, inner / torch.clamp(nrm2, min=self.tiny), 0.0)
+        return G - coef.view(self.S, 1, 1) * P
+
+    def step(self, P: Tensor, D: Tensor, eta: float) -> Tensor:
+        """``P - eta D / ||D||`` (a zero D gives a zero step)."""
+        dn = torch.sqrt(sum(_sq(b) for b in _blocks(D)))
+        scale = eta / torch.clamp(dn, min=self.tiny)
+        return P - torch.where(dn > 0, scale, torch.zeros_like(scale)).view(self.S, 1, 1) * D
+
+
+class Projected(Rule):
+    """The regularization path's step at radius R (docs/science.md §4; attnsvm.gd.train's
+    ``train_path``): ``Proj(P - eta_j rho D / ||D||)`` with ``eta_j = lr / sqrt(1 + j)`` at
+    its j-th step, ``rho = R`` (W) or ``sqrt(2R)`` (K and Q, one joint step), D the loss
+    gradient with its outward radial part removed where P lies on the sphere (a Riemannian
+    step, :meth:`Ball.direction`) and Proj the rescaling onto the ball."""
+
+    def __init__(self, lr: float, ball: Ball, R: float) -> None:
+        super().__init__(lr)
+        self.ball, self.R, self.rho = ball, R, np.sqrt(ball.bound(R))
+
+    def __call__(self, theta: Tensor, G: Tensor, loss: Tensor) -> Tensor:
+        ball, R, j = self.ball, self.R, self.k
+        self.k += 1
+        D = ball.direction(theta, G, R)
+        return ball.project(ball.step(theta, D, (self.lr / np.sqrt(1.0 + j)) * self.rho), R)
 
 
 #: every step rule by name: the values of the cell field ``optimizer`` and the rules a model

@@ -11,8 +11,9 @@ Seeds that went non-finite are then trained again on their own with the exact fr
 (:func:`descend`). Where the model declares it (``FUSED_FIELDS``, :func:`attnsvm.gd.fused.applies`)
 the first pass is the fused loop, one compiled call for all steps of all seeds.
 
-:func:`train_batch`, :func:`train_joint_batch`, :func:`train_multihead` and :func:`train_ntp`
-are the same call from host arrays, one per model.
+:func:`train_arrays` is the same call from host arrays, for every model and the
+regularization path (:func:`train_path`: the loop with a projected step at each radius);
+:func:`train_batch` the fixed head's.
 """
 
 from __future__ import annotations
@@ -29,20 +30,18 @@ from torch import Tensor
 from attnsvm.config.cell import Cell
 from attnsvm.config.fields import CHOICES
 from attnsvm.gd import fused
-from attnsvm.gd.data import make_dataset, make_init
+from attnsvm.gd.data import path_radii, stack_cells
 from attnsvm.gd.device import describe_device, resolve_device
 from attnsvm.gd.model import (
+    MODELS,
     Batch,
     Model,
-    MultiHead,
-    NextToken,
     Params,
     SingleHead,
-    TrainedHead,
     check_choice,
     train_settings,
 )
-from attnsvm.gd.optimizers import RULES, Rule, make_rule
+from attnsvm.gd.optimizers import RULES, Ball, Projected, Rule, make_rule
 
 #: how the gradient is computed: hand-derived (the model's call) or autograd (``model.loss``)
 GRADIENTS = ("analytic", "autograd")
@@ -326,25 +325,87 @@ def host_result(
     )
 
 
-def build(
-    model_cls: type[Model],
+def train_path(model: SingleHead, init: dict[str, Tensor], radii: np.ndarray, t0: float):
+    """The regularization path of docs/science.md §4: at each radius R (one "checkpoint"
+    each, ``iterations`` 1..C) ``iterations`` steps of the descent loop with the projected
+    step (:class:`attnsvm.gd.optimizers.Projected`), from the last radius's answer scaled
+    onto the sphere; ``W_R / R -> W_mm / ||W_mm||_F`` (K Q^T: the nuclear SVM) as R grows.
+
+    No ridge (the ball bounds the norm); each radius ends at its last iterate (the loss
+    cannot rank iterates at large R: its changes fall below float64 rounding long before the
+    direction has converged, while the gradient, computed relative to the top token, stays
+    accurate). A seed whose loss or step becomes non-finite keeps its last finite P, with
+    ``nonfinite_iteration`` the index of that radius."""
+    (P,) = model.params(init)
+    S, dev = model.seeds, P.device
+    ball = Ball(model.param, S, float(torch.finfo(P.dtype).tiny))
+    alive = torch.ones(S, dtype=torch.bool, device=dev)
+    bad_at = torch.full((S,), -1, dtype=torch.int64, device=dev)
+    records: dict[str, list[Tensor]] = {"W": [], "softmax": [], "loss": []}
+    with torch.no_grad():
+        for c, R in enumerate(radii):
+            P = ball.project(P, float(R), onto=True)
+            rule = Projected(model.settings.lr, ball, float(R))
+            _, now, _, (P,) = descend(model, [P], [rule], [], model.settings.iterations,
+                                      freeze=True, alive=alive)  # fmt: skip
+            bad_at = torch.where(alive & ~now, c, bad_at)
+            alive = now
+            loss, s = model.loss([P])
+            for name, t in (("W", model.combined(P)), ("softmax", s), ("loss", loss)):
+                records[name].append(t.to(torch.float64))
+        buffers = {k: torch.stack(v, dim=1) for k, v in records.items()}
+        its = np.arange(1, len(radii) + 1, dtype=np.int64)
+        return host_result(its, buffers, alive, bad_at, dev, t0)
+
+
+#: what :func:`train_arrays` trains: a model of :data:`attnsvm.gd.model.MODELS`, or the
+#: regularization path of the single head
+KINDS = (*MODELS, "path")
+
+
+def train_arrays(
+    kind: str,
     arrays: dict[str, Any],
     init: dict[str, np.ndarray],
     settings: Any = None,
     *,
     device: str = "auto",
+    eps: float | None = None,
     ridge: float | None = None,
     stable: bool = True,
+    gradient: str = "analytic",
+    head_lr: float | None = None,
+    progress: Callable[[int], None] | None = None,
     **fields: Any,
-) -> tuple[Model, dict[str, Tensor]]:
-    """A model of host ``arrays`` (the :class:`attnsvm.gd.model.Batch` fields, leading seed
-    axis) on ``device`` in the settings' dtype, and its initialization there."""
+) -> TrainResult:
+    """:func:`train` of a ``kind`` of model (:data:`KINDS`) from host ``arrays`` with a leading
+    seed axis (the :class:`attnsvm.gd.model.Batch` fields: X (S,n,T,d), Y (S,n), Z (S,n,d),
+    v (S,d), V (S,d,d) of the relu head, mask (S,n,T) of causal attention, label (S,n,T) of
+    next-token prediction), moved to ``device`` in the settings' dtype. ``init``: ``{"W":
+    (S,d,d)}`` or ``{"K", "Q": (S,d,m)}``, with a head axis after S for multi-head
+    attention (whose ``heads`` follows it). ``settings``: a cell's ``train`` settings, taken
+    whole; a library call may give fields as keywords instead (``param="W", lr=0.1,
+    checkpoints=[0, 10]``). ``head_lr``: the trained head's step (default ``lr``; 0: the
+    fixed head's run, bit for bit); ``stable=False``: the textbook attended token
+    (comparisons only); the rest as :func:`train`."""
+    t0 = time.perf_counter()
+    check_choice("kind", kind, KINDS)
     o = train_settings(settings, **fields)
+    if kind == "multi_head":
+        o = o.replace(heads=next(iter(init.values())).shape[1])
+    if kind == "path":
+        o, ridge = o.replace(head="linear", lam=0.0), 0.0
+    if head_lr is not None and not (np.isfinite(head_lr) and head_lr >= 0):
+        raise ValueError(f"head_lr must be a non-negative finite number, got {head_lr!r}")
     check_choice("dtype", o.dtype, CHOICES["dtype"])
     dev, dtype = resolve_device(device), TORCH_DTYPES[o.dtype]
-    batch = Batch.of(dev, dtype, **arrays)
-    model = model_cls(batch, o, ridge=ridge, stable=stable)
-    return model, {k: Batch.of(dev, dtype, X=a).X for k, a in init.items()}
+    model_cls = SingleHead if kind == "path" else MODELS[kind]
+    model = model_cls(Batch.of(dev, dtype, **arrays), o, ridge=ridge, stable=stable)
+    init_t = {k: Batch.of(dev, dtype, X=a).X for k, a in init.items()}
+    if kind == "path":
+        return train_path(model, init_t, path_radii(o), t0)
+    return train(model, init_t, gradient=gradient, eps=eps, head_lr=head_lr, progress=progress,
+                 t0=t0)  # fmt: skip
 
 
 def train_batch(
@@ -356,120 +417,13 @@ def train_batch(
     init: dict[str, np.ndarray],
     settings: Any = None,
     *,
-    device: str = "auto",
-    eps: float | None = None,
-    ridge: float | None = None,
-    stable: bool = True,
-    gradient: str = "analytic",
     mask: np.ndarray | None = None,
-    progress: Callable[[int], None] | None = None,
-    **fields: Any,
+    **options: Any,
 ) -> TrainResult:
-    """:func:`train` of the fixed-head model (:class:`attnsvm.gd.model.SingleHead`) from host
-    arrays with a leading seed axis (X (S,n,T,d), Y (S,n), Z (S,n,d), v (S,d), V (S,d,d) or
-    None; init ``{"W": (S,d,d)}`` or ``{"K", "Q": (S,d,m)}``), moved to ``device`` in the
-    settings' dtype. ``settings``: a cell's ``train`` settings, taken whole; a library call
-    may give the fields as keywords instead (``param="W", lr=0.1, checkpoints=[0, 10]``).
-    ``mask`` (S, n, T) bool restricts each example's attention to its True tokens (causal
-    attention; None: all); ``stable=False``: the textbook attended token (comparisons only).
-    """
-    t0 = time.perf_counter()
+    """:func:`train_arrays` of the fixed-head model (:class:`attnsvm.gd.model.SingleHead`,
+    docs/science.md §2-3): the paper's normalized GD on W or (K, Q)."""
     arrays = {"X": X, "Y": Y, "Z": Z, "v": v, "V": V, "mask": mask}
-    model, init_t = build(SingleHead, arrays, init, settings, device=device, ridge=ridge,
-                          stable=stable, **fields)  # fmt: skip
-    return train(model, init_t, gradient=gradient, eps=eps, progress=progress, t0=t0)
-
-
-def train_joint_batch(
-    X: np.ndarray,
-    Y: np.ndarray,
-    Z: np.ndarray,
-    v: np.ndarray,
-    init: dict[str, np.ndarray],
-    settings: Any = None,
-    *,
-    head_lr: float | None = None,
-    device: str = "auto",
-    eps: float | None = None,
-    ridge: float | None = None,
-    stable: bool = True,
-    gradient: str = "analytic",
-    mask: np.ndarray | None = None,
-    progress: Callable[[int], None] | None = None,
-    **fields: Any,
-) -> TrainResult:
-    """:func:`train` of (W or (K, Q), v) with the linear head v trained too
-    (:class:`attnsvm.gd.model.TrainedHead`, docs/science.md §11); arguments as
-    :func:`train_batch`, ``v`` the initial head, moved at ``head_lr`` (default ``lr``) per
-    block. With ``head_lr = 0`` the run is the fixed head's, bit for bit (the torch loop's)."""
-    t0 = time.perf_counter()
-    o = train_settings(settings, **fields)
-    head_lr = float(o.lr if head_lr is None else head_lr)
-    if not (np.isfinite(head_lr) and head_lr >= 0):
-        raise ValueError(f"head_lr must be a non-negative finite number, got {head_lr!r}")
-    arrays = {"X": X, "Y": Y, "Z": Z, "v": v, "mask": mask}
-    model, init_t = build(TrainedHead, arrays, init, o, device=device, ridge=ridge,
-                          stable=stable)  # fmt: skip
-    return train(model, init_t, gradient=gradient, eps=eps, head_lr=head_lr, progress=progress,
-                 t0=t0)  # fmt: skip
-
-
-def train_multihead(
-    X: np.ndarray, Y: np.ndarray, Z: np.ndarray, v: np.ndarray, init: dict[str, np.ndarray],
-    settings: Any = None, *, device: str = "auto", eps: float | None = None,
-    ridge: float | None = None, progress: Callable[[int], None] | None = None, **fields: Any,
-) -> TrainResult:  # fmt: skip
-    """:func:`train` of the H-head model (:class:`attnsvm.gd.model.MultiHead`, docs/science.md
-    §12) from ``init`` ``{"W": (S, H, d, d)}`` or ``{"K", "Q": (S, H, d, m)}`` (the settings'
-    ``heads`` follows it): normalized GD on the stacked parameter (K and Q stacks separately).
-    With H = 1 the trajectory is the torch loop's :func:`train_batch`, bit for bit."""
-    t0 = time.perf_counter()
-    o = train_settings(settings, **fields)
-    H = next(iter(init.values())).shape[1]
-    arrays = {"X": X, "Y": Y, "Z": Z, "v": v}
-    model, init_t = build(MultiHead, arrays, init, o.replace(heads=H), device=device,
-                          ridge=ridge)  # fmt: skip
-    return train(model, init_t, eps=eps, progress=progress, t0=t0)
-
-
-def train_ntp(
-    X: np.ndarray, Z: np.ndarray, label: np.ndarray, init: dict[str, np.ndarray],
-    settings: Any = None, *, device: str = "auto", progress: Callable[[int], None] | None = None,
-    **fields: Any,
-) -> TrainResult:  # fmt: skip
-    """:func:`train` of next-token prediction (:class:`attnsvm.gd.model.NextToken`,
-    docs/science.md §8): X (S, n, T, d), Z (S, n, d) the queries (last tokens), label (S, n,
-    T) bool the label positions, init as :func:`train_batch`'s."""
-    t0 = time.perf_counter()
-    arrays = {"X": X, "Z": Z, "label": label}
-    model, init_t = build(NextToken, arrays, init, settings, device=device, **fields)
-    return train(model, init_t, progress=progress, t0=t0)
-
-
-def stack_cells(cells: Sequence[Cell]) -> dict:
-    """Data and initialization of cells sharing a shape key, stacked on a leading seed axis."""
-    if not cells:
-        raise ValueError("stack_cells needs at least one cell")
-    key = cells[0].shape_key()
-    for c in cells[1:]:
-        if c.shape_key() != key:
-            raise ValueError(
-                f"cells must share Cell.shape_key() to train as one batch; seed {c.seed} differs"
-            )
-    return stack_batch([make_dataset(c) for c in cells], [make_init(c) for c in cells])
-
-
-def stack_batch(datasets: Sequence, inits: Sequence[dict[str, np.ndarray]]) -> dict:
-    """Datasets and initializations stacked on a leading seed axis (keys of train_batch)."""
-    V = None if datasets[0].V is None else np.stack([ds.V for ds in datasets])
-    return {
-        "X": np.stack([ds.X for ds in datasets]),
-        "Y": np.stack([ds.Y for ds in datasets]),
-        "Z": np.stack([ds.Z for ds in datasets]),
-        "v": np.stack([ds.v for ds in datasets]),
-        "V": V,
-        "init": {k: np.stack([ini[k] for ini in inits]) for k in inits[0]},
-    }
+    return train_arrays("single_head", arrays, init, settings, **options)
 
 
 def train_cells(cells: Sequence[Cell], device: str = "auto") -> TrainResult:
