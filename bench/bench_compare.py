@@ -20,7 +20,7 @@ Sections (``--sections``, comma-separated; default cells,e2,e3)
   attnsvm on --e3-seeds seeds per grid point, the baseline on --e3-base-seeds, both
   extrapolated linearly to 100 seeds. attnsvm runs twice: "before" with the old routes
   forced (the dual barrier up to 150 rows, Clarabel / SCS past them:
-  ``svm_nuclear.BARRIER_MAX_ROWS = 150``, ``PD_MAX_ROWS = 0``), then as it is; the baseline
+  ``svm.routes.BARRIER_MAX_ROWS = 150``, ``PD_MAX_ROWS = 0``), then as it is; the baseline
   and, with --official, the official notebook's solver run once.
 * nucrows: per-solve time of the nuclear SVM at E3's n = T = 15 (210 rows; d = 5, 10, 15,
   20 of config/paper.yaml, opt tokens, --rows-seeds seeds each, feasible ones only): the old
@@ -58,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import baseline as B  # noqa: E402
 from tables import Table  # noqa: E402  (bench/tables.py: BENCHMARKS.md's tables)
 
+import attnsvm.svm.routes as routes  # noqa: E402
 from attnsvm.config.cell import Cell  # noqa: E402
 from attnsvm.gd.data import make_dataset, optimal_tokens  # noqa: E402
 from attnsvm.gd.train import train_cells  # noqa: E402
@@ -102,14 +103,14 @@ def measure(key: str, run, *args) -> None:
 
 def clarabel_reference(cons) -> float:
     """Nuclear objective from the old cvxpy route forced to Clarabel (exact interior point)."""
-    old = svm_nuclear.CLARABEL_MAX_SIZE
+    old = routes.CLARABEL_MAX_SIZE
     try:
-        svm_nuclear.CLARABEL_MAX_SIZE = 10**9
+        routes.CLARABEL_MAX_SIZE = 10**9
         svm_nuclear_try = svm_nuclear._try_direct
         svm_nuclear._try_direct = lambda c, t0, frobenius=None: None
         return svm_nuclear.solve_nuclear(cons).objective
     finally:
-        svm_nuclear.CLARABEL_MAX_SIZE = old
+        routes.CLARABEL_MAX_SIZE = old
         svm_nuclear._try_direct = svm_nuclear_try
 
 
@@ -275,12 +276,12 @@ def force_old_route():
 
     @contextlib.contextmanager
     def ctx():
-        old = svm_nuclear.BARRIER_MAX_ROWS, svm_nuclear.PD_MAX_ROWS
-        svm_nuclear.BARRIER_MAX_ROWS, svm_nuclear.PD_MAX_ROWS = 150, 0
+        old = routes.BARRIER_MAX_ROWS, routes.PD_MAX_ROWS
+        routes.BARRIER_MAX_ROWS, routes.PD_MAX_ROWS = 150, 0
         try:
             yield
         finally:
-            svm_nuclear.BARRIER_MAX_ROWS, svm_nuclear.PD_MAX_ROWS = old
+            routes.BARRIER_MAX_ROWS, routes.PD_MAX_ROWS = old
 
     return ctx()
 

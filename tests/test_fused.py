@@ -375,3 +375,24 @@ def test_a_block_says_once_which_cells_left_the_fused_loop(monkeypatch, caplog):
     ] * 2
     warned = [r.getMessage() for r in caplog.records if "outside the fused loop" in r.message]
     assert len(warned) == 1 and warned[0].startswith("2 of 4 cell(s) trained in the torch loop")
+
+
+@needs_library
+def test_attnsvm_status_counts_the_cells_that_left_the_fused_loop(monkeypatch, tmp_path, capsys):
+    """The block store records how many of its cells trained in the torch loop only because
+    of a field outside their model's FUSED_FIELDS, and ``attnsvm status`` says so."""
+    from attnsvm.gd.model import SingleHead
+    from attnsvm.status import print_status, scan_experiment
+    from attnsvm.sweep.worker import write_block
+
+    monkeypatch.delenv("ATTNSVM_FUSED", raising=False)
+    monkeypatch.setattr(SingleHead, "FUSED_FIELDS", SingleHead.FUSED_FIELDS - {"lr"})
+    for b, lr in (("a", 0.1), ("b", 0.2)):
+        cells = [Cell(seed=s, n=3, T=3, d=3, iterations=10, lr=lr) for s in range(2)]
+        write_block(cells, tmp_path / "x" / "blocks" / f"{b}.zarr", experiment="x", block=b,
+                    device="cpu")  # fmt: skip
+    state = scan_experiment(tmp_path / "x", {"a": 2, "b": 2})
+    assert state["cells_torch_loop"] == 2 and state["cells"]["ok"] == 4
+    assert "torch loop" not in state["cells"]
+    print_status(tmp_path)
+    assert "2 cell(s) trained in the torch loop" in capsys.readouterr().out

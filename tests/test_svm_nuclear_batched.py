@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import attnsvm.svm.nuclear as svm_nuclear
+import attnsvm.svm.routes as routes
 from attnsvm.config.cell import Cell
 from attnsvm.gd.data import make_dataset, optimal_tokens
 from attnsvm.svm import nuclear_ipm, nuclear_pd, solve_frobenius, solve_nuclear
@@ -107,7 +108,7 @@ PD_SHAPES = [(5, 10, 10), (15, 5, 10), (5, 15, 5), (10, 10, 10), (15, 10, 15), (
 
 def test_primal_dual_many_gives_every_instance_its_own_answer():
     problems = [_reduced(c) for c in _cases(PD_SHAPES, range(6), random_every=3, seed=2)]
-    assert all(p[2].size > svm_nuclear.BARRIER_MAX_ROWS for p in problems)
+    assert all(p[2].size > routes.BARRIER_MAX_ROWS for p in problems)
     alone = [nuclear_pd.solve_primal_dual(*p) for p in problems]
     assert sum(r is not None and r.gap <= 1e-8 for r in alone) >= 0.6 * len(problems)
     whole = nuclear_pd.solve_primal_dual_many(problems)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import attnsvm.svm.nuclear as svm_nuclear
+import attnsvm.svm.routes as routes
 from attnsvm.config.cell import Cell
 from attnsvm.gd.data import make_dataset, optimal_tokens
 from attnsvm.svm import solve_frobenius, solve_nuclear
@@ -34,15 +35,15 @@ def test_barrier_agrees_with_clarabel(monkeypatch):
     cases = instances(60, seed=5)
     assert len(cases) >= 50
     fast = [solve_nuclear(c) for c in cases]
-    monkeypatch.setattr(svm_nuclear, "BARRIER_MAX_SIZE", 0)  # the conic path as reference
-    monkeypatch.setattr(svm_nuclear, "PD_MAX_SIZE", 0)
+    monkeypatch.setattr(routes, "BARRIER_MAX_SIZE", 0)  # the conic path as reference
+    monkeypatch.setattr(routes, "PD_MAX_SIZE", 0)
     ref = [solve_nuclear(c) for c in cases]
     used = 0
     for cons, f, r in zip(cases, fast, ref, strict=True):
         assert f.status == r.status == "optimal", (f.message, r.message)
         assert r.solver not in ("direct-barrier", "direct-primal-dual")
         # (5, 10, 20) and (15, 5, 20), 45 and 60 rows, take the primal-dual route (issue 28)
-        small = cons.n_rows <= svm_nuclear.BARRIER_MAX_ROWS
+        small = cons.n_rows <= routes.BARRIER_MAX_ROWS
         used += f.solver == ("direct-barrier" if small else "direct-primal-dual")
         assert abs(f.objective - r.objective) <= 1e-7 * r.objective
         assert rank(f.W, 1e-6) == rank(r.W, 1e-6)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import attnsvm.svm.nuclear as svm_nuclear
+import attnsvm.svm.routes as routes
 from attnsvm.config.cell import Cell
 from attnsvm.gd.data import make_dataset, optimal_tokens
 from attnsvm.svm import solve_frobenius, solve_nuclear
@@ -40,8 +41,8 @@ def instances(shapes, per_shape: int, seed: int, random_share: bool = True):
 def clarabel_reference(cons, monkeypatch):
     """The cvxpy route (normNuc, reduced) with Clarabel: independent of the direct path."""
     with monkeypatch.context() as m:
-        m.setattr(svm_nuclear, "_try_direct", lambda c, t0, frobenius=None: None)
-        m.setattr(svm_nuclear, "CLARABEL_MAX_SIZE", 10**9)
+        m.setattr(svm_nuclear, "_try_direct", lambda c, t0, frobenius=None, route="auto": None)
+        m.setattr(routes, "CLARABEL_MAX_SIZE", 10**9)
         return solve_nuclear(cons)
 
 
@@ -50,7 +51,7 @@ def check_against_reference(cases, monkeypatch):
         fast = solve_nuclear(cons)
         ref = clarabel_reference(cons, monkeypatch)
         note = (shape, fast.message, ref.message)
-        assert cons.n_rows > svm_nuclear.BARRIER_MAX_ROWS
+        assert cons.n_rows > routes.BARRIER_MAX_ROWS
         assert ref.status == "optimal" and ref.solver == "cvxpy-clarabel", note
         assert fast.status == "optimal" and fast.solver == "direct-primal-dual", note
         assert "primal-dual status certificate, certified gap" in fast.message
@@ -98,7 +99,7 @@ def test_e3_middle_rows_agree_with_clarabel(monkeypatch):
 def test_barrier_keeps_small_instances():
     """E2 / E6 sizes (42 rows) stay on the barrier: stored values there do not move."""
     (_, cons), *_ = instances([(6, 8, 10)], per_shape=1, seed=1, random_share=False)
-    assert cons.n_rows <= svm_nuclear.BARRIER_MAX_ROWS
+    assert cons.n_rows <= routes.BARRIER_MAX_ROWS
     assert solve_nuclear(cons).solver == "direct-barrier"
 
 

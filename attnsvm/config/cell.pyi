@@ -116,6 +116,10 @@ class Cell:
     """held-out examples drawn from the cell's generator with seeds disjoint from the training
     ones; > 0 stores test loss and error (docs/science.md 15; generator gaussian or
     signal_noise, task train, one fixed linear head, cross or self attention)"""
+    svm_route: str = "auto"
+    """the route the Frobenius and nuclear Att-SVMs (of alpha and opt, of each head, the NTP-
+    SVM) try first wherever it applies, for a route ablation (auto: their route tables,
+    attnsvm/svm/routes.py; every answer takes its certificate; docs/science.md 4)"""
     @property
     def inner_dim(self) -> int: ...
     def shape_key(self) -> tuple[tuple[str, Any], ...]: ...

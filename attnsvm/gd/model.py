@@ -431,14 +431,14 @@ class MultiHead(Model):
         return [torch.stack([init[k].reshape(init[k].shape[0], -1, init[k].shape[-1])
                              for k in "KQ"])]  # fmt: skip
 
+    def _heads(self, theta: Tensor) -> Tensor:
+        """``theta`` with the heads as rows: (S H, d, d), or (2, S H, d, m) for KQ (a view)."""
+        S, _, _, d = self.shape
+        return theta.view(*theta.shape[:-3], S * self.H, d, theta.shape[-1])
+
     def combined(self, theta: Tensor) -> Tensor:
         """``W_h`` (or ``K_h Q_h^T``) of every head, shape (S H, d, d)."""
-        S, _, _, d = self.shape
-        if self.param == "W":
-            return theta.view(S * self.H, d, d)
-        m = theta.shape[-1]
-        K, Q = theta[0].view(S * self.H, d, m), theta[1].view(S * self.H, d, m)
-        return torch.bmm(K, Q.transpose(-1, -2))
+        return super().combined(self._heads(theta))
 
     def __call__(self, params: Params, grad: bool = True) -> tuple:
         S, n, T, d = self.shape
@@ -465,13 +465,7 @@ class MultiHead(Model):
         GW = torch.bmm(P.transpose(-1, -2), self.attention.Z)  # (S H, d, d)
         if self.param == "W":
             return loss, s, Wh, [GW.view(S, H * d, d)]
-        mm = theta.shape[-1]
-        G = torch.empty_like(theta)
-        K, Q = theta[0].view(S * H, d, mm), theta[1].view(S * H, d, mm)
-        torch.bmm(GW, Q, out=G[0].view(S * H, d, mm))
-        torch.bmm(GW.transpose(-1, -2), K, out=G[1].view(S * H, d, mm))
-        G += (2.0 * self.ridge) * theta
-        return loss, s, Wh, [G]
+        return loss, s, Wh, [self._kq_gradient(self._heads(theta), GW).view(theta.shape)]
 
     def loss(self, params: Params) -> tuple[Tensor, Tensor]:
         """Loss (S,) and per-head softmax (S, H, n, T) out of place, for autograd."""

@@ -106,7 +106,7 @@ def _per_head(res, Wk: np.ndarray, sk: np.ndarray, cache) -> dict[str, np.ndarra
     for h in range(H):
         alpha = M.selected_tokens(sk[-1, h])
         cons = att_svm_constraints(ds.X, ds.Z, alpha)
-        svm = cache.solve(solve, cons)
+        svm = cache.solve(solve, cons, cell.svm_route)
         curve = M.corr_batch(Wk[:, h], svm.W[None]) if svm.solved else np.full(C, np.nan)
         local = svm.solved and is_locally_optimal(cons, svm.W, gamma, alpha, cell.support_tol)
         out["head_alpha"].append(alpha)

@@ -91,7 +91,7 @@ class _Prepared:
         self.data = make_ntp_data(cell.generator, cell.n, cell.T, cell.K, cell.d, cell.seed)
         self.graphs = priority_graphs(self.data.tokens, self.data.labels, cell.K)
         self.cons = ntp_constraints(self.data.E, self.graphs)
-        self.svm = solve_ntp_svm(self.cons, "fro" if cell.param == "W" else "nuc")
+        self.svm = solve_ntp_svm(self.cons, "fro" if cell.param == "W" else "nuc", cell.svm_route)
         self.basis = fin_basis(self.cons)
         self.fin = solve_wfin(self.data, self.graphs, self.basis)
         self.seconds = time.perf_counter() - t0
