@@ -19,8 +19,8 @@ Sections (``--sections``, comma-separated; default cells,e2,e3)
 * e3: E3 at paper size (n x T x d grid of config/paper.yaml, 100 seeds, no training):
   attnsvm on --e3-seeds seeds per grid point, the baseline on --e3-base-seeds, both
   extrapolated linearly to 100 seeds. attnsvm runs twice: "before" with the old routes
-  forced (the dual barrier up to 150 rows, Clarabel / SCS past them:
-  ``svm.routes.BARRIER_MAX_ROWS = 150``, ``PD_MAX_ROWS = 0``), then as it is; the baseline
+  forced (Clarabel / SCS: ``svm.routes.PD_MAX_ROWS = 0``; the dual barrier that came first up
+  to 150 rows then is gone, issue 45), then as it is; the baseline
   and, with --official, the official notebook's solver run once.
 * nucrows: per-solve time of the nuclear SVM at E3's n = T = 15 (210 rows; d = 5, 10, 15,
   20 of config/paper.yaml, opt tokens, --rows-seeds seeds each, feasible ones only): the old
@@ -271,17 +271,18 @@ def official_rank_instance(mod, cell: Cell) -> dict:
 
 
 def force_old_route():
-    """Context: the routes before the primal-dual method (barrier <= 150 rows, then conic)."""
+    """Context: the routes without the primal-dual method (Clarabel / SCS; the dual barrier
+    that once came first up to 150 rows is gone, issue 45)."""
     import contextlib
 
     @contextlib.contextmanager
     def ctx():
-        old = routes.BARRIER_MAX_ROWS, routes.PD_MAX_ROWS
-        routes.BARRIER_MAX_ROWS, routes.PD_MAX_ROWS = 150, 0
+        old = routes.PD_MAX_ROWS
+        routes.PD_MAX_ROWS = 0
         try:
             yield
         finally:
-            routes.BARRIER_MAX_ROWS, routes.PD_MAX_ROWS = old
+            routes.PD_MAX_ROWS = old
 
     return ctx()
 
@@ -371,7 +372,7 @@ def bench_e3(args, official) -> None:
         slow = (time.perf_counter() - t0) * seeds / kb
         what = f"E3 whole ({len(grid)} grid points x 100 seeds) vs {name}"
         row(
-            f"{what}, before (barrier <= 150 rows, then Clarabel / SCS)", fast_old, slow,
+            f"{what}, before (Clarabel / SCS)", fast_old, slow,
             f"attnsvm timed on {ka}, {name} on {kb} seeds per point, both extrap. to 100",
         )  # fmt: skip
         row(

@@ -2,7 +2,7 @@
 first route against the others that apply there, on the instances the row holds.
 
 Run: ``python bench/bench_svm_routes.py [--seeds 20]``. For the nuclear table's interior-point
-rows (the dual barrier at E2's and E6's 42 rows, the primal-dual method at E3's 45-210 rows)
+rows (the primal-dual method at E2's and E6's 42 rows and at E3's 45-70 rows)
 it solves every instance with the table's route and with ``svm_route`` set to each rival,
 alternating the order per instance, and prints the median milliseconds per instance, how many
 each route certifies by itself (``solver`` the route, not a fallback) and the largest relative
@@ -33,8 +33,8 @@ from attnsvm.svm.nuclear import solve_nuclear  # noqa: E402
 
 #: (label, shapes (n, T, d), the table's route, its rivals)
 ROWS = (
-    ("E2, E6: 42 rows", [(6, 8, d) for d in (2, 4, 6, 8, 10)], "barrier", ("primal-dual",)),
-    ("E3: 45-70 rows", [(5, 10, 5), (15, 5, 5), (5, 15, 5)], "primal-dual", ("barrier",)),
+    ("E2, E6: 42 rows", [(6, 8, d) for d in (2, 4, 6, 8, 10)], "primal-dual", ("clarabel",)),
+    ("E3: 45-70 rows", [(5, 10, 5), (15, 5, 5), (5, 15, 5)], "primal-dual", ("clarabel",)),
 )
 
 

@@ -36,7 +36,7 @@ def _rounds(res) -> int:
 
 
 def test_working_set_gives_the_small_routes_answer(monkeypatch):
-    """Systems the barrier / primal-dual routes solve: the working set (several rounds)
+    """Systems the primal-dual route solves: the working set (several rounds)
     reaches the same certified optimum (objective, direction, rank)."""
     cases = [
         planted(n, T, d, s) for n, T, d in [(6, 8, 10), (20, 10, 8), (40, 12, 10)] for s in (0, 1)
@@ -44,7 +44,7 @@ def test_working_set_gives_the_small_routes_answer(monkeypatch):
     ds = make_dataset(Cell(n=15, T=15, d=10, seed=0))
     cases.append(att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds)))
     ref = [solve_nuclear(c) for c in cases]
-    assert {r.solver for r in ref} == {"direct-barrier", "direct-primal-dual"}
+    assert {r.solver for r in ref} == {"direct-primal-dual"}
     _force_working_set(monkeypatch)
     rounds = []
     for cons, r in zip(cases, ref, strict=True):

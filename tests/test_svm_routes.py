@@ -33,8 +33,7 @@ def test_the_frobenius_table_in_its_order():
 
 def test_the_nuclear_table_in_its_order():
     nuc = R.NUCLEAR
-    assert R.routes(nuc, _i(42, size=20)) == ("barrier", "clarabel", "scs")  # E2, E6
-    assert R.routes(nuc, _i(43, size=20))[0] == "primal-dual"
+    assert R.routes(nuc, _i(42, size=20)) == ("primal-dual", "clarabel", "scs")  # E2, E6
     assert R.routes(nuc, _i(950, size=150)) == ("primal-dual", "scs", "clarabel")
     assert R.routes(nuc, _i(1001, size=128))[0] == "ws-primal-dual"
     assert R.routes(nuc, _i(1001, size=300)) == ("scs", "clarabel")
@@ -43,11 +42,11 @@ def test_the_nuclear_table_in_its_order():
 
 def test_an_override_goes_first_only_where_it_applies():
     assert R.routes(R.FROBENIUS, _i(42), "osqp-dual")[0] == "osqp-dual"
-    assert R.routes(R.FROBENIUS, _i(42), "barrier") == R.routes(R.FROBENIUS, _i(42))  # not its
+    assert R.routes(R.FROBENIUS, _i(42), "scs") == R.routes(R.FROBENIUS, _i(42))  # not its
     equality = _i(30, equality=True)
     assert R.routes(R.FROBENIUS, equality, "nnls-dual") == R.PRIMAL  # needs inequality rows
-    assert R.routes(R.NUCLEAR, _i(200, size=20), "barrier")[0] == "barrier"
-    assert R.routes(R.NUCLEAR, _i(20, positive=False), "barrier")[0] == "clarabel"
+    assert R.routes(R.NUCLEAR, _i(200, size=20), "clarabel")[0] == "clarabel"
+    assert R.routes(R.NUCLEAR, _i(20, positive=False), "primal-dual")[0] == "clarabel"
     for table in (R.FROBENIUS, R.NUCLEAR):
         assert len(table) <= 8  # readable in one screen
 
@@ -63,12 +62,12 @@ def test_the_cell_field_lists_every_route_and_keeps_digests():
 
 
 def test_a_route_ablation_is_one_field_and_keeps_the_certificates():
-    """E2's shape: the table solves the nuclear SVM with the dual barrier and the Frobenius
-    one with the NNLS dual; ``svm_route`` runs the primal-dual method and Clarabel's dual QP
-    instead, with the same answers within their certificates."""
+    """E2's shape: the table solves the nuclear SVM with the primal-dual method and the
+    Frobenius one with the NNLS dual; ``svm_route`` runs Clarabel (directly) and Clarabel's
+    dual QP instead, with the same answers within their certificates."""
     base = dict(n=6, T=8, d=10, param="KQ", iterations=200)
     auto = run_cells([Cell(**base, seed=s) for s in range(2)], device="cpu")
-    for route, key, solver in (("primal-dual", "nuc_opt", "direct-primal-dual"),
+    for route, key, solver in (("clarabel", "nuc_opt", "direct-clarabel"),
                                ("clarabel-dual", "fro_opt", "clarabel-dual")):  # fmt: skip
         other = run_cells([Cell(**base, seed=s, svm_route=route) for s in range(2)], "cpu")
         for a, b in zip(auto, other, strict=True):

@@ -76,7 +76,7 @@ PROBE_RTOL = 1e-9
 #: test holds to this list): the values of ``svm_route`` besides ``auto``.
 SVM_ROUTES = (
     "nnls-dual", "ldp-dual", "clarabel-dual", "osqp-dual", "clarabel-primal", "osqp-primal",
-    "ws-dual", "batched-dual", "barrier", "primal-dual", "ws-primal-dual", "clarabel", "scs",
+    "ws-dual", "batched-dual", "primal-dual", "ws-primal-dual", "clarabel", "scs",
 )  # fmt: skip
 #: The small cell every probe starts from (fast to train and solve).
 PROBE_BASE: Mapping[str, Any] = {"d": 4, "T": 3, "n": 3, "iterations": 40, "checkpoint_count": 5}

@@ -24,14 +24,13 @@ the Frobenius QP; otherwise the QP decides it as before. Any failure of the fast
 back to the cvxpy route.
 
 Which direct route runs first is the route table's (:data:`attnsvm.svm.routes.NUCLEAR`, every
-rhs > 0): the dual barrier method of :mod:`attnsvm.svm.nuclear_ipm` (dense Newton steps on the
-N dual variables) for small systems, the primal-dual NT method of :mod:`attnsvm.svm.nuclear_pd`
-up to ``PD_MAX_ROWS`` rows, and above that the primal-dual method on a working set of rows
+rhs > 0): the primal-dual NT method of :mod:`attnsvm.svm.nuclear_pd` up to ``PD_MAX_ROWS``
+rows, and above that the primal-dual method on a working set of rows
 (:mod:`attnsvm.svm.nuclear_ws`, issue 28, warm-started from the Frobenius answer: its
 multipliers padded with zeros certify the gap over all rows); then Clarabel / SCS. Each answer
 is accepted only with a certified duality gap <= ``GAP_TOL``; the timings behind the table's
 limits are in BENCHMARKS.md, "SVM routes".
-An answer of the barrier, primal-dual or working-set route that misses the certificate
+An answer of the primal-dual or working-set route that misses the certificate
 first goes through the Newton refinement of its optimality conditions
 (:mod:`attnsvm.svm.nuclear_kkt`; issue 28: the photo tokens at n = 32, 64, whose
 near-duplicate patches stall the interior-point methods above ``GAP_TOL``), certified the
@@ -40,9 +39,9 @@ certify by themselves never reach it. ``SVMResult.solver`` names the route that 
 answer.
 
 Many instances at once (:func:`solve_nuclear_many`, issue 28: E3's untrained groups, 100
-seeds of one shape): every instance takes the path above, with the barrier and primal-dual
-solves of the instances of one shape run in batches (``solve_dual_barrier_many``,
-``solve_primal_dual_many``), which give each instance the same answer, bit for bit, as alone;
+seeds of one shape): every instance takes the path above, with the primal-dual solves of the
+instances of one shape run in batches (``solve_primal_dual_many``), which give each instance
+the same answer, bit for bit, as alone;
 so every answer is the one :func:`solve_nuclear` gives, whatever the batch
 (tests/test_svm_nuclear_batched.py).
 """
@@ -70,9 +69,8 @@ from attnsvm.svm.frobenius import (
     solve_frobenius,
     violation,
 )
-from attnsvm.svm.nuclear_ipm import certified_gap, solve_dual_barrier, solve_dual_barrier_many
 from attnsvm.svm.nuclear_kkt import refine_kkt
-from attnsvm.svm.nuclear_pd import solve_primal_dual, solve_primal_dual_many
+from attnsvm.svm.nuclear_pd import certified_gap, solve_primal_dual, solve_primal_dual_many
 from attnsvm.svm.nuclear_ws import solve_working_set
 
 SCS_OPTIONS = dict(eps_abs=1e-8, eps_rel=1e-8, max_iters=200_000, acceleration_lookback=10)
@@ -211,7 +209,7 @@ class _Direct:
     def A_lin(self) -> sp.csc_matrix:
         """Constraint rows ``-a_k (x) beta_k`` on vec(Y) (row-major: Y[c, j] at c * q + j).
 
-        Built on first use: the barrier method (attnsvm.svm.nuclear_ipm) never needs it.
+        Built on first use: the interior-point route (attnsvm.svm.nuclear_pd) never needs it.
         """
         N, (r_l, _), q, a = self.cons.n_rows, self.shape, self.q, self.a
         if self.substituted:
@@ -357,19 +355,11 @@ def _reduced(prob: _Direct) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return prob.a, cons.right @ prob.U_r, cons.rhs
 
 
-def _solve_barrier(prob: _Direct) -> tuple[str, np.ndarray | None, np.ndarray | None]:
-    """The dual barrier method of :mod:`attnsvm.svm.nuclear_ipm` on the reduced rows.
-
-    Its status is never "optimal" by itself: the caller accepts its answer only through the
-    certified duality gap (``GAP_TOL``).
-    """
-    return _lift_certificate(prob, solve_dual_barrier(*_reduced(prob)))
-
-
 def _solve_primal_dual(prob: _Direct) -> tuple[str, np.ndarray | None, np.ndarray | None]:
     """The primal-dual method of :mod:`attnsvm.svm.nuclear_pd` on the reduced rows.
 
-    Like the barrier's, its answer counts only through the certified gap (``GAP_TOL``).
+    Its status is never "optimal" by itself: the caller accepts its answer only through the
+    certified duality gap (``GAP_TOL``).
     """
     return _lift_certificate(prob, solve_primal_dual(*_reduced(prob)))
 
@@ -391,7 +381,7 @@ def _solve_working_set(
 
 #: the interior-point routes whose uncertified answer goes through the Newton refinement of
 #: attnsvm.svm.nuclear_kkt before the conic solvers take over
-_REFINED = ("barrier", "primal-dual", "ws-primal-dual")
+_REFINED = ("primal-dual", "ws-primal-dual")
 
 
 def _refine(prob: _Direct, W: np.ndarray, lam: np.ndarray) -> tuple:
@@ -408,7 +398,7 @@ def _refine(prob: _Direct, W: np.ndarray, lam: np.ndarray) -> tuple:
 
 
 def _lift_certificate(prob: _Direct, res) -> tuple[str, np.ndarray | None, np.ndarray | None]:
-    """(status, full-size W, multipliers) of a reduced barrier / primal-dual result."""
+    """(status, full-size W, multipliers) of a reduced primal-dual result."""
     if res is None:
         return "breakdown", None, None
     return "certificate", prob.U_l @ res.M @ prob.U_r.T, res.lam
@@ -494,8 +484,6 @@ def _run_direct(plan: _Plan, first: tuple | None = None) -> SVMResult | None:
         try:
             if first is not None:
                 (status, W, lam), first = first, None
-            elif solver == "barrier":
-                status, W, lam = _solve_barrier(prob)
             elif solver == "primal-dual":
                 status, W, lam = _solve_primal_dual(prob)
             elif solver == "ws-primal-dual":
@@ -577,10 +565,9 @@ def solve_nuclear_many(
     """:func:`solve_nuclear` of every constraint set (``frobenius``: their Frobenius answers,
     as there), the same answers, bit for bit, in less time.
 
-    The instances whose first route is the dual barrier (attnsvm.svm.nuclear_ipm) or the
-    primal-dual method (attnsvm.svm.nuclear_pd) run those methods together, every instance
-    of one shape in one batch (:func:`~attnsvm.svm.nuclear_ipm.solve_dual_barrier_many`,
-    :func:`~attnsvm.svm.nuclear_pd.solve_primal_dual_many`: an instance's arithmetic is the
+    The instances whose first route is the primal-dual method (attnsvm.svm.nuclear_pd) run
+    it together, every instance of one shape in one batch
+    (:func:`~attnsvm.svm.nuclear_pd.solve_primal_dual_many`: an instance's arithmetic is the
     one it has alone, so its answer does not depend on the batch); the certificate and every
     later route (refinement, Clarabel / SCS, cvxpy) then run per instance exactly as in
     :func:`solve_nuclear`. A batch that raises is solved per instance instead. Each answer's
@@ -604,16 +591,13 @@ def solve_nuclear_many(
         else:
             out[i] = _solve_conic(cons, t0, frobenius[i])
     first: dict[int, tuple] = {}
-    batched = (("barrier", solve_dual_barrier_many), ("primal-dual", solve_primal_dual_many))
-    for route, many in batched:
-        todo = [i for i, plan in plans.items() if plan.order[0] == route]
-        if not todo:
-            continue
-        t0 = time.perf_counter()
-        try:
-            answers = many([_reduced(plans[i].prob) for i in todo])
-        except Exception:  # noqa: BLE001 - solved per instance below, as solve_nuclear does
-            continue
+    todo = [i for i, plan in plans.items() if plan.order[0] == "primal-dual"]
+    t0 = time.perf_counter()
+    try:
+        answers = solve_primal_dual_many([_reduced(plans[i].prob) for i in todo])
+    except Exception:  # noqa: BLE001 - solved per instance below, as solve_nuclear does
+        answers = None
+    if todo and answers is not None:
         share = (time.perf_counter() - t0) / len(todo)
         for i, res in zip(todo, answers, strict=True):
             first[i] = _lift_certificate(plans[i].prob, res)

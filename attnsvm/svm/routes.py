@@ -24,10 +24,6 @@ PRIMAL_RATIO = 4
 DENSE_MAX_BYTES = 2**30
 #: Frobenius: batchable instances of a trained group from which the batched dual (torch) runs
 BATCH_MIN = 64
-#: nuclear: the dual barrier (nuclear_ipm.py) up to this reduced size r_l + r_r ...
-BARRIER_MAX_SIZE = 60
-#: ... and this many rows (E2 and E6 have 42)
-BARRIER_MAX_ROWS = 42
 #: nuclear: the primal-dual method (nuclear_pd.py) up to this reduced size and rows
 PD_MAX_SIZE, PD_MAX_ROWS = 150, 1000
 #: nuclear: its working set (nuclear_ws.py) above PD_MAX_ROWS rows, up to this reduced size
@@ -95,9 +91,6 @@ NUCLEAR: tuple[Row, ...] = (
     ("> PD_MAX_ROWS rows, size <= WS_MAX_SIZE",
      lambda i: i.rows > PD_MAX_ROWS and i.size <= WS_MAX_SIZE,
      lambda i: ("ws-primal-dual", *_sdp(i))),
-    ("<= BARRIER_MAX_ROWS rows, size <= BARRIER_MAX_SIZE",
-     lambda i: i.rows <= BARRIER_MAX_ROWS and i.size <= BARRIER_MAX_SIZE,
-     lambda i: ("barrier", *_sdp(i))),
     ("<= PD_MAX_ROWS rows, size <= PD_MAX_SIZE",
      lambda i: i.rows <= PD_MAX_ROWS and i.size <= PD_MAX_SIZE,
      lambda i: ("primal-dual", *_sdp(i))),
@@ -113,13 +106,13 @@ APPLIES: dict[str, Callable[[Instance], bool]] = {
     and i.rows <= WORKING_SET_MIN_ROWS and PRIMAL_RATIO * i.d**2 > i.rows,
     **{r: (lambda i: i.rows > 0 and i.dense) for r in PRIMAL},
     **{r: (lambda i: i.rows > 0 and not i.equality and i.positive)
-       for r in ("barrier", "primal-dual", "ws-primal-dual")},
+       for r in ("primal-dual", "ws-primal-dual")},
     **{r: (lambda i: i.rows > 0 and not i.equality) for r in ("clarabel", "scs")},
 }  # fmt: skip
 #: every route of each table, the values of ``svm_route`` besides ``auto``
 NAMES: dict[str, tuple[str, ...]] = {
     "frobenius": (*DUAL, *PRIMAL, "ws-dual", "batched-dual"),
-    "nuclear": ("barrier", "primal-dual", "ws-primal-dual", "clarabel", "scs"),
+    "nuclear": ("primal-dual", "ws-primal-dual", "clarabel", "scs"),
 }
 
 
