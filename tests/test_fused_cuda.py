@@ -35,8 +35,12 @@ def _host_run(monkeypatch, cells):
     """``train_cells`` on the CPU with the fused loop replaced by the host build of
     fused_cuda.cu."""
 
-    def host(data, theta0, settings, ks, iterations, eps, ridge, progress=None):
-        return fused_cuda.train(data, theta0, settings, ks, iterations, eps, ridge, host=True)
+    def host(model, theta0, ks, iterations, eps, progress=None):
+        b = model.batch
+        data = (b.X, b.Y, b.Z, b.v, b.V)
+        W, s, loss, ok, bad_at = fused_cuda.train(data, theta0, model.settings, ks, iterations,
+                                                  eps, model.ridge, host=True)  # fmt: skip
+        return {"W": W, "softmax": s, "loss": loss}, ok, bad_at
 
     monkeypatch.setattr(fused, "train", host)
     try:

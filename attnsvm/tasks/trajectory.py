@@ -62,8 +62,8 @@ def train_group(
         if steps is not None:
             steps.close()
     log.info(
-        "stage train (%s): %d seed(s) x %d step(s) on %s in %.3f s (%d non-finite)%s",
-        kind, S, c0.iterations, "-" if tr is None else tr.device, time.perf_counter() - t0,
+        "stage train: %d seed(s) x %d step(s) of %s on %s in %.3f s (%d non-finite)%s",
+        S, c0.iterations, kind, "-" if tr is None else tr.device, time.perf_counter() - t0,
         0 if tr is None else int((~tr.finite).sum()), " FAILED" if error else "",
     )  # fmt: skip
     return tr, error
