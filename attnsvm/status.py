@@ -70,6 +70,7 @@ def _store_info(p: Path) -> tuple[float, dict[str, int], bool, tuple[float, floa
     if stored is not None:
         got = json.loads(stored) if isinstance(stored, str) else dict(stored)
         counts = {s: int(got.get(s, 0)) for s in codes.CELL_STATUS}
+        counts["torch loop"] = int(attrs.get("cells_torch_loop", 0))  # attnsvm.gd.fused
     else:
         import xarray as xr  # only for an old store without status counts in its manifest
 
@@ -204,7 +205,7 @@ def scan_experiment(
         if crashed:
             failed_blocks.append(name)
         for k, v in counts.items():
-            cells[k] += v
+            cells[k] = cells.get(k, 0) + v
     if cache is not None:
         cache.keep_only(set(done))
     if plan is not None:
@@ -223,6 +224,7 @@ def scan_experiment(
         "missing": missing,
         "blocks_unfinished": unfinished,
         "ignored": ignored,
+        "cells_torch_loop": cells.pop("torch loop", 0),
         "cells": cells,
         "mean_block_seconds": _finite_mean(done.values()),
         "jobs": jobs,
@@ -494,6 +496,11 @@ def print_status(
             f"failed (crashed) {len(r['blocks_failed'])}"
         )
         print("  cells: " + ", ".join(f"{k} {v}" for k, v in r["cells"].items()))
+        if r.get("cells_torch_loop"):
+            print(
+                f"  {r['cells_torch_loop']} cell(s) trained in the torch loop, outside the "
+                "fused loop (a field their model does not declare; the block logs name it)"
+            )
         if eta:
             print(f"  remaining: ~{_fmt_seconds(eta)} of wall time (its share of the sweep)")
         for u in r["blocks_unfinished"]:

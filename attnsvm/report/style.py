@@ -27,7 +27,6 @@ import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from attnsvm.claims.stats import MIN_VALUES  # noqa: E402
 from attnsvm.config.claims import DEFAULT_CONFIDENCE  # noqa: E402
 from attnsvm.sweep.summary import nan_quantiles, nan_stats  # noqa: E402
 
@@ -43,8 +42,9 @@ NO_VALUE = "0.88"
 
 #: confidence level of every interval drawn (the claims' default, docs/science.md §13)
 CONFIDENCE = DEFAULT_CONFIDENCE
-#: fewest runs behind a share that a heatmap colours (the claims' fewest values per group)
-MIN_RUNS = MIN_VALUES
+#: fewest runs behind a share that a heatmap colours, or a median curve summarizes (below it,
+#: even a share of 0 or 1 has a 95% Clopper-Pearson interval wider than 0.6: counts are shown)
+MIN_RUNS = 5
 #: caption phrases naming the intervals (scipy functions that compute them)
 MEAN_INTERVAL = (
     f"{CONFIDENCE:.0%} confidence interval of the mean over seeds (Student t, "

@@ -10,6 +10,8 @@ tokens of the stored, possibly flipped, labels).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from attnsvm.gd.data import Dataset
@@ -24,31 +26,26 @@ SCALARS = (
 CURVES = ("test_loss", "test_err", "train_err", "flip_fit")
 
 
-def outputs(W: np.ndarray, ds: Dataset) -> np.ndarray:
-    """``f_i(W) = v^T X_i^T softmax(X_i W z_i)`` for every W of ``W`` (C, d, d): (C, n)
-    (docs/science.md §2, the linear head)."""
-    logits = np.einsum("ntd,cde,ne->cnt", ds.X, W, ds.Z)
-    logits -= logits.max(axis=-1, keepdims=True)
-    s = np.exp(logits)
-    s /= s.sum(axis=-1, keepdims=True)
-    return np.einsum("cnt,nt->cn", s, ds.X @ ds.v)
+def outputs(W: np.ndarray, ds: Dataset, settings: Any = None) -> np.ndarray:
+    """``f_i(W) = v^T X_i^T softmax(X_i W z_i)`` for every W of ``W`` (C, d, d): (C, n), the
+    model's own forward (:func:`attnsvm.gd.model.evaluate`; ``settings``: the cell's training
+    settings, so that every field of the model counts)."""
+    from attnsvm.gd.model import evaluate  # torch: only where a cell has a test sample
+
+    return evaluate(ds, W, settings)[0]
 
 
-def hard_outputs(W: np.ndarray, ds: Dataset) -> np.ndarray:
+def hard_outputs(W: np.ndarray, ds: Dataset, settings: Any = None) -> np.ndarray:
     """The limit of ``f_i(R W)`` as R grows: ``v^T x_{i, argmax_t x_it^T W z_i}`` (n,), the
     prediction of attention along the direction W at infinite norm (docs/science.md §15)."""
-    top = np.argmax(np.einsum("ntd,de,ne->nt", ds.X, W, ds.Z), axis=1)
-    return ds.X[np.arange(ds.n), top] @ ds.v
+    from attnsvm.gd.model import evaluate  # torch: only where a cell has a test sample
+
+    return evaluate(ds, W[None], settings)[2][0]
 
 
 def errors(f: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """Share of examples misclassified, ``mean_i [Y_i f_i <= 0]`` over the last axis."""
     return np.mean(Y * f <= 0, axis=-1)
-
-
-def logistic_loss(f: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """``mean_i log(1 + exp(-Y_i f_i))`` over the last axis (docs/science.md §2)."""
-    return np.mean(np.logaddexp(0.0, -Y * f), axis=-1)
 
 
 def flip_fit(f: np.ndarray, ds: Dataset) -> np.ndarray:
@@ -78,17 +75,22 @@ def measure(
     svm: np.ndarray | None,
     interpolator: np.ndarray | None,
     iterations: np.ndarray | None = None,
+    settings: Any = None,
 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """Scalars and curves of docs/science.md §15 for the trajectory ``W`` (C, d, d).
+    """Scalars and curves of docs/science.md §15 for the trajectory ``W`` (C, d, d), from the
+    cell's model (``settings``: its training settings) at every W.
 
     ``svm``: the Frobenius Att-SVM of GD's selection, ``interpolator``: that of the optimal
     tokens of the stored labels (None where unsolved: their errors are NaN). Test errors count
     the test sample's own flipped labels, so a perfect selector of the signal token errs on
     exactly ``test_flip_share``; ``test_excess`` is the excess over it.
     """
-    f_test, f_train = outputs(W, test), outputs(W, train)
+    from attnsvm.gd.model import evaluate  # torch: only where a cell has a test sample
+
+    f_test, test_loss, _ = evaluate(test, W, settings)
+    f_train = outputs(W, train, settings)
     curves = {
-        "test_loss": logistic_loss(f_test, test.Y),
+        "test_loss": test_loss,
         "test_err": errors(f_test, test.Y),
         "train_err": errors(f_train, train.Y),
         "flip_fit": flip_fit(f_train, train),
@@ -99,7 +101,7 @@ def measure(
     sc["test_excess"] = sc["test_err"] - sc["test_flip_share"]
     for key, S in (("svm", svm), ("mm", interpolator)):
         sc[f"test_err_{key}"] = (
-            float(errors(hard_outputs(S, test), test.Y)) if S is not None else np.nan
+            float(errors(hard_outputs(S, test, settings), test.Y)) if S is not None else np.nan
         )
     sc["test_excess_mm"] = sc["test_err_mm"] - sc["test_flip_share"]
     sc["gd_mm_gap"] = sc["test_err"] - sc["test_err_mm"]
