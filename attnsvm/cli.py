@@ -163,14 +163,30 @@ def build_parser() -> argparse.ArgumentParser:
         "claims",
         help="the theory's claims against a finished sweep: verdicts and evidence",
         description="Evaluate every claim of the config's experiments on their sweep stores "
-        "and print verdict and evidence per claim (docs/claims.md). Exit status 0 when no "
-        "claim FAILs, 1 when one FAILs (with --strict: or is INCONCLUSIVE), 2 on a bad config "
-        "or option, 3 when a sweep store is missing or damaged (its claims are not evaluated).",
+        "and print verdict, evidence and control row per claim (docs/claims.md), then the "
+        "family-wise gate. Exit status 0 when the gate passes, 1 when a FAIL holds "
+        "family-wise (Holm over every claim; with --strict: also when a claim is "
+        "INCONCLUSIVE), 2 on a bad config or option, 3 when a sweep store is missing, "
+        "damaged or not computed from this config's cells (its claims are not evaluated). "
+        "--calibrate: the coverage of every interval the ledger decides with, measured "
+        "instead (exit 1 if one is below its nominal level minus 0.01).",
     )
     _add_configfile(cl)
     cl.add_argument("--json", action="store_true", help="print the ledger entries as JSON")
     cl.add_argument(
         "--strict", action="store_true", help="exit 1 also when a claim is INCONCLUSIVE"
+    )
+    cl.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="measure the coverage of every (method, number of values, level) the config's "
+        "ledger decides at (of its run's stores when they are there, else at its seeds)",
+    )
+    cl.add_argument(
+        "--write",
+        action="store_true",
+        help="with --calibrate: regenerate the stored calibration table of the mean "
+        "(attnsvm/claims/calibration.json; long)",
     )
     gen = sub.add_parser(
         "generate",
@@ -301,7 +317,7 @@ def _status(args: argparse.Namespace) -> int:
 def _claims(args: argparse.Namespace) -> int:
     """Evaluate the config's claims on its sweep stores and print them (docs/claims.md)."""
     # the store checks, xarray and scipy: this command only
-    from attnsvm.claims.ledger import counts, evaluate_store, text_table
+    from attnsvm.claims import ledger as L
     from attnsvm.plan import Plan
     from attnsvm.status import default_configfile
     from attnsvm.sweep.integrity import StoreError
@@ -309,35 +325,95 @@ def _claims(args: argparse.Namespace) -> int:
     path = args.configfile or default_configfile()
     if path is None:
         return _error("no config/config.yaml here: name the sweep's config with --configfile")
+    if args.write and not args.calibrate:
+        return _error("--write goes with --calibrate")
     try:
         plan = Plan.from_config(load_config_file(path))
     except ConfigError as err:
         return _error(f"{path}: {err}")
-    entries, unread = [], []
+    entries, unread, planned, matched = [], [], 0, 0
     for name, exp in plan.experiments.items():
         if not exp.claims:
             continue
         sweep = plan.paths.sweep(name)
+        digests = plan.block_digests(name)
+        planned += len(digests)
         try:
-            entries += evaluate_store(sweep, exp.claims, name)
-        except StoreError as err:
-            missing = not Path(sweep).exists()
-            why = "does not exist: run the sweep first" if missing else str(err)
+            found = L.blocks_of_plan(sweep, digests) if Path(sweep).exists() else 0
+            matched += found
+            if found < len(digests):
+                why = ("does not exist: run the sweep first" if not Path(sweep).exists() else
+                       f"was not computed from this config's cells ({found} of {len(digests)} "
+                       "blocks)")  # fmt: skip
+                raise StoreError(sweep, why, "foreign")
+            entries += L.evaluate_store(sweep, exp.claims, name)
+        except (StoreError, OSError, ValueError) as err:
+            why = err.args[1] if isinstance(err, StoreError) and len(err.args) > 1 else str(err)
             unread.append(f"experiment {name}: {len(exp.claims)} claim(s) not evaluated: "
                           f"the sweep store {sweep} {why}")  # fmt: skip
+    if args.calibrate:
+        return _calibrate(plan, entries if not unread else None, args)
+    if planned and not entries:
+        print(f"attnsvm claims: {path} has not been run in {plan.results}/: {matched} of "
+              f"{planned} blocks of its experiments with claims", file=sys.stderr)  # fmt: skip
+        return 3
+    gate = L.holm_gate(entries)
     if args.json:
-        print(json.dumps(entries, indent=1))
+        print(json.dumps({"claims": entries, "gate": gate}, indent=1))
     else:
-        print(text_table(entries))
-        c = counts(entries)
+        print(L.text_table(entries))
+        c = L.counts(entries)
         print(f"{c['PASS']} PASS, {c['FAIL']} FAIL, {c['INCONCLUSIVE']} INCONCLUSIVE "
               f"of {len(entries)} claim(s) ({path})")  # fmt: skip
+        for line in L.summary_lines(entries):
+            print(line)
+        print(L.gate_text(gate))
     for line in unread:
         print(f"attnsvm claims: {line}", file=sys.stderr)
-    c = counts(entries)
-    if c["FAIL"] or (args.strict and c["INCONCLUSIVE"]):
+    if not gate["passes"] or (args.strict and L.counts(entries)["INCONCLUSIVE"]):
         return 1
     return 3 if unread else 0
+
+
+def _calibrate(plan, entries: list[dict] | None, args: argparse.Namespace) -> int:
+    """``attnsvm claims --calibrate``: the coverage of every (method, number of values, level)
+    the ledger decides at (module attnsvm.claims.calibration)."""
+    # scipy and the claims' evaluation: this option only
+    from attnsvm.claims import calibration as C
+    from attnsvm.claims.design import decided_bases
+
+    if args.write:
+        doc = C.build_table(progress=lambda line: print(line, file=sys.stderr, flush=True))
+        print(f"wrote {C.write_table(doc)}", file=sys.stderr)
+    if entries is not None:
+        source = "the decided rows of the run's ledger"
+        bases = [b for e in entries for r in (*e["rows"], e.get("control") or {"rows": []})
+                 if r.get("verdict") in ("PASS", "FAIL") for b in r.get("basis", [])]  # fmt: skip
+    else:
+        source = "the config's seeds (no complete run of it: ideal outcomes)"
+        bases = [b for name, exp in plan.experiments.items() for claim in exp.claims
+                 for b in decided_bases(claim, exp.axes, len(exp.seeds))]  # fmt: skip
+    cases = sorted({C.Case.of(b) for b in bases}, key=lambda c: (c.method, c.level, c.n))
+    results = [C.check_case(c) for c in cases]
+    composite = C.composite_cases()
+    ok = all(r["ok"] for r in results) and all(r["ok"] for r in composite)
+    if args.json:
+        doc = {"source": source, "ok": ok, "cases": results, "composite": composite,
+               "table": C.table.load()["methods"]["mean"]}  # fmt: skip
+        print(json.dumps(doc, indent=1))
+    else:
+        print(f"calibration of the intervals the ledger decides with ({source}):")
+        for r in results:
+            print("  " + C.case_text(r))
+        print("built intervals on data whose seeds are shared by 4 points:")
+        for r in composite:
+            print("  " + C.case_text(r))
+        print("the stored table of the mean (attnsvm/claims/calibration.json):")
+        for line in C.table_summary():
+            print("  " + line)
+        print(f"{sum(r['ok'] for r in results)} of {len(results)} case(s) calibrated"
+              + ("" if ok else "; some are not: their verdicts are not to be trusted"))  # fmt: skip
+    return 0 if ok else 1
 
 
 def _check_config(path: str) -> int:
@@ -360,7 +436,30 @@ def _check_config(path: str) -> int:
         print(f"{name}: {describe_cost(exp)}, figures {', '.join(exp.figures) or '-'}")
     for warning in plan.cost_warnings(local=True, cores=None):
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
+    _claims_design(plan)
     return 0
+
+
+def _claims_design(plan) -> None:
+    """One line per claim: whether its configured seeds can decide it (PASS and FAIL on
+    ideal outcomes) and the seeds that would (attnsvm.claims.design); a warning naming the
+    claims they cannot."""
+    # scipy and the claims' evaluation: check-config only
+    from attnsvm.claims.design import by_design, decidability, design_text
+    from attnsvm.claims.spec import select_points
+
+    undecided = []
+    for name, exp in plan.experiments.items():
+        for claim in exp.claims:
+            d = decidability(claim, exp.axes, len(exp.seeds))
+            cells = len(select_points(exp.axes, claim.where)) * len(exp.seeds)
+            print(f"  claim {design_text(f'{name}/{claim.name}', d, cells)}")
+            if by_design(d):
+                undecided.append(f"{name}/{claim.name}")
+    if undecided:
+        print(f"attnsvm: warning: {len(undecided)} claim(s) cannot be decided by their "
+              f"configured seeds (INCONCLUSIVE by design): {', '.join(undecided)}",
+              file=sys.stderr)  # fmt: skip
 
 
 def _run_cell(args: argparse.Namespace) -> int:

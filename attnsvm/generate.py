@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from attnsvm.config.cell import stub as cell_stub
 from attnsvm.config.fields import FIELDS
 from attnsvm.config.schema import schema_yaml
 from attnsvm.report.figures import FIGURES
@@ -68,6 +69,7 @@ PARTS: dict[tuple[str, str], Callable[[], str]] = {
 #: Whole files: path -> the function that makes it.
 FILES: dict[str, Callable[[], str]] = {
     "workflow/schemas/config.schema.yaml": lambda: schema_yaml(FIGURES),
+    "attnsvm/config/cell.pyi": cell_stub,
 }
 
 

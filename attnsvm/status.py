@@ -69,6 +69,7 @@ def _store_info(p: Path) -> tuple[float, dict[str, int], bool, tuple[float, floa
     if stored is not None:
         got = json.loads(stored) if isinstance(stored, str) else dict(stored)
         counts = {s: int(got.get(s, 0)) for s in codes.CELL_STATUS}
+        counts[status_cache.TORCH_LOOP] = int(attrs.get("cells_torch_loop", 0))  # gd.fused
     else:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*snakemake_timestamp.*")
@@ -213,7 +214,7 @@ def scan_experiment(
         if crashed:
             failed_blocks.append(name)
         for k, v in counts.items():
-            cells[k] += v
+            cells[k] = cells.get(k, 0) + v
     if cache is not None:
         cache.keep_only(set(done))
     if plan is not None:
@@ -238,6 +239,7 @@ def scan_experiment(
         "missing": missing,
         "blocks_unfinished": unfinished,
         "ignored": ignored,
+        "cells_torch_loop": cells.pop(status_cache.TORCH_LOOP, 0),
         "cells": cells,
         "mean_block_seconds": _finite_mean(done.values()),
         "jobs": jobs,
@@ -509,6 +511,11 @@ def print_status(
             f"failed (crashed) {len(r['blocks_failed'])}"
         )
         print("  cells: " + ", ".join(f"{k} {v}" for k, v in r["cells"].items()))
+        if r.get("cells_torch_loop"):
+            print(
+                f"  {r['cells_torch_loop']} cell(s) trained in the torch loop, outside the "
+                "fused loop (a field their model does not declare; the block logs name it)"
+            )
         if eta:
             print(f"  remaining: ~{_fmt_seconds(eta)} of wall time (its share of the sweep)")
         for u in r["blocks_unfinished"]:

@@ -37,7 +37,12 @@ from attnsvm.sweep.onefile import SUFFIX as ONEFILE
 from attnsvm.sweep.packs import NAME as PACKS
 
 CACHE_NAME = ".attnsvm-status-cache.json"
-CACHE_FORMAT = "attnsvm-status-cache/5"
+CACHE_FORMAT = "attnsvm-status-cache/6"
+TORCH_LOOP = "torch loop"
+"""The count of a store's cells that trained in the torch loop, outside the fused loop
+(its ``cells_torch_loop`` attribute, :mod:`attnsvm.gd.fused`), kept beside the statuses."""
+COUNTED = (*CELL_STATUS, TORCH_LOOP)
+"""The counts a store's cache entry keeps, in this order."""
 
 
 @dataclass
@@ -194,8 +199,8 @@ class StoreChecks:
     """The remembered quick checks of one experiment's block stores (``{block: entry}``,
     part of the cache), and whether this call changed them. An entry is one flat list (10^5
     of them parse in a fraction of a second): the store's key, the start of the planned
-    digest it was checked against, its state, compute seconds, cells per status (in
-    :data:`attnsvm.codes.CELL_STATUS` order), crashed (0/1) and its job's start and end."""
+    digest it was checked against, its state, compute seconds, its counts (:data:`COUNTED`:
+    cells per status, then those of the torch loop), crashed (0/1) and its job's start and end."""
 
     def __init__(self, entries: dict[str, Any]):
         self.entries = entries
@@ -207,7 +212,7 @@ class StoreChecks:
         try:
             if hit is None or hit[0] != key or hit[1] != digest:
                 return None
-            counts = dict(zip(CELL_STATUS, hit[4 : 4 + len(CELL_STATUS)], strict=True))
+            counts = dict(zip(COUNTED, hit[4 : 4 + len(COUNTED)], strict=True))
             start, end = hit[-2:]
             job = None if start is None else (start, end)
             return hit[2], (hit[3], counts, bool(hit[-3]), job)
@@ -218,7 +223,7 @@ class StoreChecks:
         seconds, counts, crashed, job = info
         start, end = (None, None) if job is None else job
         self.entries[block] = [key, digest, state, seconds,
-                               *(counts.get(s, 0) for s in CELL_STATUS), int(crashed), start,
+                               *(counts.get(s, 0) for s in COUNTED), int(crashed), start,
                                end]  # fmt: skip
         self.changed = True
 

@@ -276,7 +276,8 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
     "test_excess": (
         "excess test error",
         "1",
-        "test_err - test_flip_share: 0 for a perfect selector of the signal token (section 15)",
+        "test_err - test_flip_share, the excess over the test sample's flipped share; the "
+        "best possible is the Bayes error (test_err_bayes), above the flip share at low SNR",
     ),
     "train_err": ("training error", "1", "share of training examples with Y_i f_i <= 0"),
     "flip_share": ("flip share", "1", "share of the training labels flipped"),
@@ -302,6 +303,30 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
         "test_err_mm - test_flip_share (> 0: harmful overfitting, section 15)",
     ),
     "gd_mm_gap": ("GD - interpolator test error", "1", "test_err - test_err_mm"),
+    "bayes_err": (
+        "Bayes error",
+        "1",
+        "the token model's Bayes error, p + (1 - 2p) Phi(-snr sqrt(d/2)) for signal_noise "
+        "(label_flip p), 1/2 where labels are independent of the tokens (section 15)",
+    ),
+    "test_err_bayes": (
+        "test error of the Bayes classifier",
+        "1",
+        "test error of the Bayes-optimal classifier, sign(v^T x_0) of the signal token "
+        "(signal_noise; +1 where labels are independent of the tokens), on the test sample",
+    ),
+    "flip_fit_bayes": (
+        "flipped labels the Bayes classifier fits",
+        "1",
+        "share of the flipped training labels the Bayes-optimal classifier fits (where it "
+        "misses the clean label); NaN if none is flipped",
+    ),
+    "train_err_mm": (
+        "training error of the max-margin interpolator",
+        "1",
+        "share of training labels that attention along W_mm(opt) at infinite norm does not "
+        "fit: 0 where it interpolates, > 0 where an example has no token of positive score",
+    ),
     "fit_iteration": (
         "iteration of the fit",
         None,

@@ -19,8 +19,8 @@ Sections (``--sections``, comma-separated; default cells,e2,e3)
 * e3: E3 at paper size (n x T x d grid of config/paper.yaml, 100 seeds, no training):
   attnsvm on --e3-seeds seeds per grid point, the baseline on --e3-base-seeds, both
   extrapolated linearly to 100 seeds. attnsvm runs twice: "before" with the old routes
-  forced (the dual barrier up to 150 rows, Clarabel / SCS past them:
-  ``svm_nuclear.BARRIER_MAX_ROWS = 150``, ``PD_MAX_ROWS = 0``), then as it is; the baseline
+  forced (Clarabel / SCS: ``svm.routes.PD_MAX_ROWS = 0``; the dual barrier that came first up
+  to 150 rows then is gone, issue 45), then as it is; the baseline
   and, with --official, the official notebook's solver run once.
 * nucrows: per-solve time of the nuclear SVM at E3's n = T = 15 (210 rows; d = 5, 10, 15,
   20 of config/paper.yaml, opt tokens, --rows-seeds seeds each, feasible ones only): the old
@@ -58,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import baseline as B  # noqa: E402
 from tables import Table  # noqa: E402  (bench/tables.py: BENCHMARKS.md's tables)
 
+import attnsvm.svm.routes as routes  # noqa: E402
 from attnsvm.config.cell import Cell  # noqa: E402
 from attnsvm.gd.data import make_dataset, optimal_tokens  # noqa: E402
 from attnsvm.gd.train import train_cells  # noqa: E402
@@ -102,14 +103,14 @@ def measure(key: str, run, *args) -> None:
 
 def clarabel_reference(cons) -> float:
     """Nuclear objective from the old cvxpy route forced to Clarabel (exact interior point)."""
-    old = svm_nuclear.CLARABEL_MAX_SIZE
+    old = routes.CLARABEL_MAX_SIZE
     try:
-        svm_nuclear.CLARABEL_MAX_SIZE = 10**9
+        routes.CLARABEL_MAX_SIZE = 10**9
         svm_nuclear_try = svm_nuclear._try_direct
         svm_nuclear._try_direct = lambda c, t0, frobenius=None: None
         return svm_nuclear.solve_nuclear(cons).objective
     finally:
-        svm_nuclear.CLARABEL_MAX_SIZE = old
+        routes.CLARABEL_MAX_SIZE = old
         svm_nuclear._try_direct = svm_nuclear_try
 
 
@@ -270,17 +271,18 @@ def official_rank_instance(mod, cell: Cell) -> dict:
 
 
 def force_old_route():
-    """Context: the routes before the primal-dual method (barrier <= 150 rows, then conic)."""
+    """Context: the routes without the primal-dual method (Clarabel / SCS; the dual barrier
+    that once came first up to 150 rows is gone, issue 45)."""
     import contextlib
 
     @contextlib.contextmanager
     def ctx():
-        old = svm_nuclear.BARRIER_MAX_ROWS, svm_nuclear.PD_MAX_ROWS
-        svm_nuclear.BARRIER_MAX_ROWS, svm_nuclear.PD_MAX_ROWS = 150, 0
+        old = routes.PD_MAX_ROWS
+        routes.PD_MAX_ROWS = 0
         try:
             yield
         finally:
-            svm_nuclear.BARRIER_MAX_ROWS, svm_nuclear.PD_MAX_ROWS = old
+            routes.PD_MAX_ROWS = old
 
     return ctx()
 
@@ -370,7 +372,7 @@ def bench_e3(args, official) -> None:
         slow = (time.perf_counter() - t0) * seeds / kb
         what = f"E3 whole ({len(grid)} grid points x 100 seeds) vs {name}"
         row(
-            f"{what}, before (barrier <= 150 rows, then Clarabel / SCS)", fast_old, slow,
+            f"{what}, before (Clarabel / SCS)", fast_old, slow,
             f"attnsvm timed on {ka}, {name} on {kb} seeds per point, both extrap. to 100",
         )  # fmt: skip
         row(

@@ -202,21 +202,21 @@ def one_step(fields: dict, S: int) -> tuple[Callable, Tensor]:
     """One step of train_batch's loop for S seeds of ``fields`` (objective, normalized step,
     the update and the loss sum of its finiteness test) as ``step(theta, loss_sum)``, and
     the initial theta."""
-    from attnsvm.gd.model import Objective, pack
-    from attnsvm.gd.train import TORCH_DTYPES, step_rule
+    from attnsvm.gd.model import SingleHead
+    from attnsvm.gd.optimizers import make_rule
+    from attnsvm.gd.train import build
 
     cells = [Cell(iterations=2, seed=s, **fields) for s in range(S)]
     b = stack_cells(cells)
     settings = cells[0].settings("train")
-    dt = TORCH_DTYPES[settings.dtype]
-    data = [None if b[k] is None else torch.as_tensor(b[k], dtype=dt) for k in "XYZvV"]
-    theta = pack({k: torch.as_tensor(v, dtype=dt) for k, v in b["init"].items()}, fields["param"])
-    objective = Objective(*data, settings)
-    rule = step_rule(settings, settings.lr, float(torch.finfo(dt).tiny))
+    arrays = {k: b[k] for k in "XYZvV"}
+    model, init = build(SingleHead, arrays, b["init"], settings, device="cpu")
+    (theta,) = model.params(init)
+    rule = make_rule(settings.optimizer, settings.lr, float(torch.finfo(theta.dtype).tiny))
 
     def step(th: Tensor, loss_sum: Tensor) -> tuple[Tensor, Tensor]:
-        loss, _, _, G = objective(th, True)
-        return th - rule(G), loss_sum + loss
+        loss, _, _, (G,) = model([th], True)
+        return rule(th, G, loss), loss_sum + loss
 
     return step, theta
 

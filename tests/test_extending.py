@@ -97,9 +97,24 @@ def test_worked_example_of_a_new_field(tmp_path):
     base, tree = tmp_path / "base", tmp_path / "tree"
     copy_tree(base)
     shutil.copytree(base, tree)
-    edited = apply(tree, worked_example())
     env = dict(os.environ, PYTHONPATH=str(tree))
+    env.pop("ATTNSVM_FUSED", None)  # the default: the fused loop where a compiler works
     run = {"cwd": tree, "env": env, "capture_output": True, "text": True}
+    probe_cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+                 "tests/test_fields.py",
+                 "-k", "logit_scale"]  # fmt: skip
+
+    # the field without its consumer: the suite fails (the probe trains both cells in the
+    # same loop and asks for more than rounding), with or without a C compiler
+    registry, *rest = worked_example()
+    apply(tree, [registry])
+    gen = subprocess.run([sys.executable, "-m", "attnsvm.cli", "generate"], **run)
+    assert gen.returncode == 0, gen.stderr
+    unread = subprocess.run(probe_cmd, **run)
+    assert unread.returncode == 1, unread.stdout[-2000:]
+    assert "logit_scale does not change training" in unread.stdout
+
+    edited = sorted({registry[0], *apply(tree, rest)})
     gen = subprocess.run([sys.executable, "-m", "attnsvm.cli", "generate"], **run)
     assert gen.returncode == 0, gen.stderr
 
@@ -110,17 +125,18 @@ def test_worked_example_of_a_new_field(tmp_path):
         "attnsvm/report/figures/logit_scale.py",
         "config/logit_scale.yaml",
     ]
-    generated = {"workflow/schemas/config.schema.yaml", "config/README.md"}
+    generated = {
+        "workflow/schemas/config.schema.yaml", "config/README.md", "attnsvm/config/cell.pyi",
+    }  # fmt: skip
     assert changed_files(base, tree) == set(edited) | generated
 
-    # the field is in the schema and the config docs
+    # the field is in the schema, the config docs and the cell's type stub
     assert "logit_scale:" in (tree / "workflow/schemas/config.schema.yaml").read_text()
+    assert "    logit_scale: float = 1.0\n" in (tree / "attnsvm/config/cell.pyi").read_text()
     assert "| `logit_scale` | 1.0 | > 0 |" in (tree / "config/README.md").read_text()
 
     # its probe passes: the registry test sees a field that changes training
-    probe = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "tests/test_fields.py", "-k", "logit_scale"], **run
-    )
+    probe = subprocess.run(probe_cmd, **run)
     assert probe.returncode == 0, probe.stdout[-2000:]
 
     # the example's sweep, its figure and its stores

@@ -11,6 +11,7 @@ import pytest
 
 import attnsvm.svm.frobenius as F
 import attnsvm.svm.norms as svm_norms
+import attnsvm.svm.routes as routes
 from attnsvm import codes
 from attnsvm.config.cell import Cell
 from attnsvm.gd.data import make_dataset, optimal_tokens
@@ -104,8 +105,7 @@ def test_a_token_equal_to_the_selected_one_is_certified():
 )
 def test_each_frobenius_route_stores_infeasible_with_a_checked_certificate(route):
     cons = _opposite()
-    routes = dict(F._DUAL_ROUTES + F._PRIMAL_ROUTES)
-    res = F._solve_routes(cons, ((route, routes[route]),), time.perf_counter())
+    res = F._solve_routes(cons, ((route, F.ROUTES[route]),), time.perf_counter())
     assert res.solver == route
     _certified(cons, res)
 
@@ -121,8 +121,8 @@ def test_default_batched_working_set_nuclear_head_norms_and_ntp_routes_certify(m
     v, res = head_svm(X, np.array([1.0, -1.0]), np.array([0, 0]))
     assert v is None and res.status == "infeasible" and "Farkas certificate" in res.message
     # the working set at size: the Farkas vector of its small system, checked on every row
-    monkeypatch.setattr(F, "WORKING_SET_MIN_ROWS", 0)
-    monkeypatch.setattr(F, "DENSE_MAX_BYTES", 0)  # no dense route may decide
+    monkeypatch.setattr(routes, "WORKING_SET_MIN_ROWS", 0)
+    monkeypatch.setattr(routes, "DENSE_MAX_BYTES", 0)  # no dense route may decide
     ds = make_dataset(Cell(n=15, T=5, d=1, seed=0))
     big = att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds))
     res = solve_frobenius(big)
@@ -161,7 +161,8 @@ def test_a_bogus_infeasible_is_never_stored_as_infeasible(monkeypatch):
         raise F._Infeasible("liar", "claims infeasible", np.ones(c.n_rows))
 
     # first in line, then the next route certifies the optimum
-    monkeypatch.setattr(F, "_DUAL_ROUTES", (("liar", liar),) + F._DUAL_ROUTES)
+    monkeypatch.setitem(F.ROUTES, "liar", liar)
+    monkeypatch.setattr(routes, "DUAL", ("liar", *routes.DUAL))  # the table reads it
     res = solve_frobenius(cons)
     assert res.status == "optimal" and res.solver != "liar", res.message
     np.testing.assert_allclose(res.W, ref.W, rtol=1e-9, atol=1e-12)

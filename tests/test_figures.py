@@ -1,6 +1,8 @@
 """Figures E1-E6: every figure renders a non-empty PDF and PNG from synthetic sweeps with
-NaN / missing / failed cells, states the status counts in its footer, and renders from a
-tiny sweep made by the real pipeline (write_block -> collect_sweep -> summarize)."""
+NaN / missing / failed cells, passes the reviewer's checks (attnsvm.report.figure_check: no
+bookkeeping in the image, no overlapping text, distinct legend entries), states the status
+counts in its caption, and renders from a tiny sweep made by the real pipeline
+(write_block -> collect_sweep -> summarize)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ import pytest  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from attnsvm import codes  # noqa: E402
+from attnsvm.report.captions import figure_caption  # noqa: E402
 from attnsvm.report.draw import make_figure  # noqa: E402
+from attnsvm.report.figure_check import assert_figure_ok  # noqa: E402
 from attnsvm.report.figures import FIGURES as MODULES  # noqa: E402
 from attnsvm.report.figures import figure_module  # noqa: E402
 from attnsvm.report.style import caption_notes  # noqa: E402
@@ -152,12 +156,14 @@ def all_text(fig) -> str:
     return "\n".join(texts)
 
 
-def expected_footer(ds: xr.Dataset) -> str:
+def expected_cells(ds: xr.Dataset) -> str:
+    """The caption's cell counts (attnsvm.report.captions.status_text) of a sweep."""
     c = {s: int((ds["status"] == k).sum()) for k, s in enumerate(codes.CELL_STATUS)}
-    return (
-        f"cells: {c['ok']} ok, {c['failed']} failed, {c['nonfinite']} nonfinite, "
-        f"{c['missing']} missing"
-    )
+    return ", ".join(f"{c[s]} {s}" for s in codes.CELL_STATUS)
+
+
+def caption_of(name: str, fig, summary: xr.Dataset) -> str:
+    return figure_caption(name, summary, caption_notes(fig))
 
 
 @pytest.mark.parametrize("name", FIGURES)
@@ -165,11 +171,14 @@ def test_figure_with_damaged_cells_writes_files_and_states_counts(name, tmp_path
     sweep = synthetic_sweep(name)
     summary = summarize(sweep)
     fig = figure_module(name).plot(sweep, summary)
-    text = all_text(fig)
-    plt.close(fig)
-    assert expected_footer(sweep) in text
-    assert "1 missing" in text and "1 failed" in text
-    assert f"{sweep.sizes['seed']} seeds per" in text
+    caption = caption_of(name, fig, summary)
+    try:
+        assert_figure_ok(fig, name)  # nothing of the bookkeeping is drawn in the image
+    finally:
+        plt.close(fig)
+    assert expected_cells(sweep) in caption
+    assert "1 missing" in caption and "1 failed" in caption
+    assert f"{sweep.sizes['seed']} seeds per grid point" in caption
 
     pdf, png = tmp_path / f"{name}.pdf", tmp_path / f"{name}.png"
     make_figure(name, sweep, summary, pdf, png)
@@ -202,10 +211,14 @@ def test_all_cells_missing_does_not_crash(name, tmp_path):
             fill = -1 if sweep[var].dtype.kind in "iu" else np.nan
             sweep[var][...] = fill
     sweep["status"][...] = codes.CELL_STATUS.index("missing")
-    fig = figure_module(name).plot(sweep, summarize(sweep))
-    text = all_text(fig)
-    plt.close(fig)
-    assert f"cells: 0 ok, 0 failed, 0 nonfinite, {sweep['status'].size} missing" in text
+    summary = summarize(sweep)
+    fig = figure_module(name).plot(sweep, summary)
+    caption = caption_of(name, fig, summary)
+    try:
+        assert_figure_ok(fig, name)
+    finally:
+        plt.close(fig)
+    assert f"0 ok, 0 nonfinite, 0 failed, {sweep['status'].size} missing" in caption
 
 
 def test_e3_excludes_infeasible_ranks_and_counts_them():
@@ -341,10 +354,13 @@ def test_figure_from_real_pipeline_with_a_missing_block(name, raw, tmp_path):
     make_figure(name, sweep, summary, pdf, png)
     assert pdf.stat().st_size > 1000 and png.stat().st_size > 1000
     fig = figure_module(name).plot(sweep, summary)
-    text = all_text(fig)
-    plt.close(fig)
+    caption = caption_of(name, fig, summary)
+    try:
+        assert_figure_ok(fig, name)
+    finally:
+        plt.close(fig)
     missing = len(blocks[-1].cells)
-    assert f", {missing} missing" in text
+    assert f", {missing} missing" in caption
 
 
 def test_e4_main_curves_are_clear_runs_and_floored_values_are_marked():
@@ -361,16 +377,35 @@ def test_e4_main_curves_are_clear_runs_and_floored_values_are_marked():
     sweep["corr_svmeq"][{"d": 0, "seed": 2}] = 1.0  # 1 - corr = 0 < 1e-12
     fig = figure_module("e4").plot(sweep, summarize(sweep))
     ax = fig.axes[0]
-    solid = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-" and ln.get_label() == "$d=4$"]
-    dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--" and len(ln.get_ydata())]
-    np.testing.assert_allclose(solid[0].get_ydata(), 1e-3, rtol=1e-9)
+    drawn = [ln for ln in ax.get_lines() if len(ln.get_ydata())]
+    solid = [ln for ln in drawn if ln.get_linestyle() == "-"]
+    dashed = [ln for ln in drawn if ln.get_linestyle() == "--"]
+    # two clear runs per d, fewer than MIN_RUNS: each drawn, no median of two runs
+    assert len(solid) == 2 * sweep.sizes["d"]
+    for line in solid:
+        np.testing.assert_allclose(line.get_ydata(), 1e-3, rtol=1e-9)
     np.testing.assert_allclose(dashed[0].get_ydata(), 0.5, rtol=1e-9)
-    text = all_text(fig)
+    text = all_text(fig) + "\n".join(t.get_text() for leg in fig.legends for t in leg.get_texts())
     plt.close(fig)
     n = sweep.sizes["seed"] * sweep.sizes["d"]
     assert f"clear runs (main curves, the paper's accepted runs): {n - 2 * 2}" in text
     assert "1 run with 1 - corr below 1e-12 (markers on the bottom axis)" in text
     assert "below $10^{-12}$: 1 run" in text
+    assert "$d=4$: 2 clear runs" in text and "each run" in text
+
+
+def test_e4_draws_a_median_where_enough_clear_runs():
+    """A d with at least MIN_RUNS clear runs gets its median curve (markers) and IQR band."""
+    from attnsvm.report.figures.e4 import MIN_RUNS
+
+    sweep = synthetic_sweep("e4", seeds=MIN_RUNS, damage=False)
+    sweep["ambiguous"][...] = 0.0
+    fig = figure_module("e4").plot(sweep, summarize(sweep))
+    ax = fig.axes[0]
+    medians = [ln for ln in ax.get_lines() if ln.get_marker() == "o" and len(ln.get_ydata())]
+    bands = len(ax.collections)
+    plt.close(fig)
+    assert len(medians) == sweep.sizes["d"] and bands == sweep.sizes["d"]
 
 
 def test_e1_draws_tokens_and_labels_the_kq_axis():
@@ -382,7 +417,8 @@ def test_e1_draws_tokens_and_labels_the_kq_axis():
     sweep["opt"] = ((*sweep["status"].dims, "example"), np.zeros(shape + (2,), int))
     fig = figure_module("e1").plot(sweep, summarize(sweep))
     labels = [ax.get_xlabel() for ax in fig.axes]
-    text = all_text(fig)
+    text = all_text(fig) + "\n".join(t.get_text() for leg in fig.legends for t in leg.get_texts())
+    assert_figure_ok(fig, "e1")
     plt.close(fig)
     assert any("K Q^{\\top} z_i" in lab for lab in labels)
     assert any("W z_i" in lab for lab in labels)

@@ -31,7 +31,7 @@ def _both(monkeypatch, cells):
 def test_fused_loop_agrees_with_the_torch_loop(monkeypatch, kw):
     cells = [Cell(seed=s, iterations=1000, **E2, **kw) for s in range(12)]
     monkeypatch.setenv("ATTNSVM_FUSED", "1")
-    assert fused.applies(cells[0].settings("train"), _cpu(), "analytic", {"mask": None}, E2_SHAPE)
+    assert fused.applies(_model(cells[0].settings("train")))
     ref, res = _both(monkeypatch, cells)
     assert res.finite.all() and ref.finite.all()
     assert np.array_equal(res.iterations, ref.iterations)
@@ -46,10 +46,17 @@ def test_fused_loop_agrees_with_the_torch_loop(monkeypatch, kw):
         assert corr(res.W[s, -1], ref.W[s, -1]) > 1 - 1e-12
 
 
-def _cpu():
+def _model(settings, shape=E2_SHAPE, stable=True, device="cpu", kind=None):
+    """A model of ``settings`` on data of a seed's ``shape`` (what fused.applies reads)."""
     import torch
 
-    return torch.device("cpu")
+    from attnsvm.gd.model import Batch, SingleHead
+
+    n, T, d = shape
+    f = {"dtype": torch.float64, "device": device}
+    batch = Batch(torch.zeros(1, n, T, d, **f), torch.ones(1, n, **f), torch.zeros(1, n, d, **f),
+                  torch.zeros(1, d, **f), torch.zeros(1, d, d, **f))  # fmt: skip
+    return (kind or SingleHead)(batch, settings, stable=stable)
 
 
 def test_torch_loop_where_no_compiler_works(monkeypatch, tmp_path):
@@ -80,12 +87,12 @@ def test_torch_loop_where_no_compiler_works(monkeypatch, tmp_path):
 def test_fused_loop_only_where_it_applies(monkeypatch, kw):
     monkeypatch.setenv("ATTNSVM_FUSED", "1")
     settings = Cell(**E2, **kw).settings("train")
-    assert not fused.applies(settings, _cpu(), "analytic", {"stable": True, "mask": None}, E2_SHAPE)
+    assert not fused.applies(_model(settings))
     base = Cell(**E2).settings("train")
-    assert not fused.applies(base, _cpu(), "autograd", {"stable": True, "mask": None}, E2_SHAPE)
-    assert not fused.applies(base, _cpu(), "analytic", {"stable": False, "mask": None}, E2_SHAPE)
+    assert not fused.applies(_model(base), "autograd")
+    assert not fused.applies(_model(base, stable=False))
     if fused.library() is not None:
-        assert fused.applies(base, _cpu(), "analytic", {"stable": True, "mask": None}, E2_SHAPE)
+        assert fused.applies(_model(base))
 
 
 def test_fused_loop_is_the_default_and_can_be_switched_off(monkeypatch):
@@ -94,7 +101,6 @@ def test_fused_loop_is_the_default_and_can_be_switched_off(monkeypatch):
     base = Cell(**E2).settings("train")
     big = (16, 16, 64)
     assert fused.step_size(*big) > fused.MAX_STEP_SIZE >= fused.step_size(*E2_SHAPE)
-    opts = {"stable": True, "mask": None}
     for value, mode, small, large in (
         (None, "default", True, False),
         ("", "default", True, False),
@@ -107,8 +113,8 @@ def test_fused_loop_is_the_default_and_can_be_switched_off(monkeypatch):
             monkeypatch.setenv("ATTNSVM_FUSED", value)
         assert fused.mode() == mode and fused.enabled() == (mode != "off")
         if fused.library() is not None:
-            assert fused.applies(base, _cpu(), "analytic", opts, E2_SHAPE) == small
-            assert fused.applies(base, _cpu(), "analytic", opts, big) == large
+            assert fused.applies(_model(base)) == small
+            assert fused.applies(_model(base, big)) == large
     for bad in ("yes", "2", "off"):
         monkeypatch.setenv("ATTNSVM_FUSED", bad)
         with pytest.raises(ValueError, match="ATTNSVM_FUSED"):
@@ -324,18 +330,69 @@ def test_progress_is_reported_as_the_loop_runs_and_an_exception_stops_it(monkeyp
 
 @needs_library
 def test_a_train_field_the_loop_does_not_know_sends_the_cell_to_the_torch_loop(monkeypatch):
-    """Every train field outside KNOWN_FIELDS must be at its default: a field added later
-    that changes training is read by the torch loop, never silently dropped by this one."""
+    """A model declares the train fields the fused loop computes it with (FUSED_FIELDS):
+    every other train field must be at its default, so a field added later that changes
+    training is read by the torch loop, never silently dropped by this one; the cell's
+    ``device`` names the fields, and models that declare none never take the loop."""
     from attnsvm.config.fields import DEFAULTS
     from attnsvm.config.settings import Settings, stage_fields
+    from attnsvm.gd.model import MultiHead, NextToken, SingleHead, TrainedHead
 
     monkeypatch.delenv("ATTNSVM_FUSED", raising=False)
-    opts = {"stable": True, "mask": None}
     base = Cell(**E2).settings("train")
-    assert fused.applies(base, _cpu(), "analytic", opts, E2_SHAPE)
-    unknown = [f for f in stage_fields("train") if f not in fused.KNOWN_FIELDS]
+    assert fused.decide(_model(base)) == (True, ())
+    unknown = [f for f in stage_fields("train") if f not in SingleHead.FUSED_FIELDS]
     assert unknown  # e.g. heads, task, train_head
     for name, value in (("heads", 2), ("train_head", True), ("radius_min", 0.5)):
         assert name in unknown and DEFAULTS[name] != value
         other = Settings.of("train", base, **{name: value})
-        assert not fused.applies(other, _cpu(), "analytic", opts, E2_SHAPE), name
+        assert fused.decide(_model(other)) == (False, (name,)), name
+    assert fused.describe_left_out("cpu", ("heads",)) == (
+        "cpu, torch loop (heads not in the fused loop)"
+    )
+    for kind in (TrainedHead, MultiHead, NextToken):
+        assert not kind.FUSED_FIELDS
+    assert not fused.applies(_model(base, kind=TrainedHead))
+
+
+@needs_library
+def test_a_block_says_once_which_cells_left_the_fused_loop(monkeypatch, caplog):
+    """A cell whose model does not declare one of its fields for the fused loop trains in the
+    torch loop, its ``device`` names the field, and the block's log says so once (with the
+    count); the cells that fit stay in the fused loop."""
+    import logging
+
+    from attnsvm.gd.model import SingleHead
+    from attnsvm.tasks import run_cells
+
+    monkeypatch.delenv("ATTNSVM_FUSED", raising=False)
+    monkeypatch.setattr(SingleHead, "FUSED_FIELDS", SingleHead.FUSED_FIELDS - {"lr"})
+    cells = [Cell(seed=s, iterations=20, lr=lr, **E2) for lr in (0.1, 0.2) for s in range(2)]
+    with caplog.at_level(logging.WARNING, logger="attnsvm.tasks"):
+        res = run_cells(cells, device="cpu")
+    assert [r.device for r in res] == ["cpu, fused loop"] * 2 + [
+        "cpu, torch loop (lr not in the fused loop)"
+    ] * 2
+    warned = [r.getMessage() for r in caplog.records if "outside the fused loop" in r.message]
+    assert len(warned) == 1 and warned[0].startswith("2 of 4 cell(s) trained in the torch loop")
+
+
+@needs_library
+def test_attnsvm_status_counts_the_cells_that_left_the_fused_loop(monkeypatch, tmp_path, capsys):
+    """The block store records how many of its cells trained in the torch loop only because
+    of a field outside their model's FUSED_FIELDS, and ``attnsvm status`` says so."""
+    from attnsvm.gd.model import SingleHead
+    from attnsvm.status import print_status, scan_experiment
+    from attnsvm.sweep.worker import write_block
+
+    monkeypatch.delenv("ATTNSVM_FUSED", raising=False)
+    monkeypatch.setattr(SingleHead, "FUSED_FIELDS", SingleHead.FUSED_FIELDS - {"lr"})
+    for b, lr in (("a", 0.1), ("b", 0.2)):
+        cells = [Cell(seed=s, n=3, T=3, d=3, iterations=10, lr=lr) for s in range(2)]
+        write_block(cells, tmp_path / "x" / "blocks" / f"{b}.zarr", experiment="x", block=b,
+                    device="cpu")  # fmt: skip
+    state = scan_experiment(tmp_path / "x", {"a": 2, "b": 2})
+    assert state["cells_torch_loop"] == 2 and state["cells"]["ok"] == 4
+    assert "torch loop" not in state["cells"]
+    print_status(tmp_path)
+    assert "2 cell(s) trained in the torch loop" in capsys.readouterr().out

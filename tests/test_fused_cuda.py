@@ -35,8 +35,12 @@ def _host_run(monkeypatch, cells):
     """``train_cells`` on the CPU with the fused loop replaced by the host build of
     fused_cuda.cu."""
 
-    def host(data, theta0, settings, ks, iterations, eps, ridge, progress=None):
-        return fused_cuda.train(data, theta0, settings, ks, iterations, eps, ridge, host=True)
+    def host(model, theta0, ks, iterations, eps, progress=None):
+        b = model.batch
+        data = (b.X, b.Y, b.Z, b.v, b.V)
+        W, s, loss, ok, bad_at = fused_cuda.train(data, theta0, model.settings, ks, iterations,
+                                                  eps, model.ridge, host=True)  # fmt: skip
+        return {"W": W, "softmax": s, "loss": loss}, ok, bad_at
 
     monkeypatch.setattr(fused, "train", host)
     try:
@@ -124,8 +128,9 @@ def test_the_gpu_loop_gives_the_cpu_loops_bits(monkeypatch, kw):
     relative), and the GPU loop is what train_batch runs there."""
     monkeypatch.setenv("ATTNSVM_FUSED", "1")
     cells = [Cell(seed=s, iterations=500, **E2, **kw) for s in range(37)]
-    settings = cells[0].settings("train")
-    assert fused.applies(settings, torch.device("cuda"), "analytic", {"mask": None}, E2_SHAPE)
+    from tests.test_fused import _model
+
+    assert fused.applies(_model(cells[0].settings("train"), device="cuda"))
     ref = train_cells(cells, device="cpu")
     got = train_cells(cells, device="cuda")
     assert got.device.startswith("cuda")

@@ -7,13 +7,18 @@ import pytest
 import torch
 
 from attnsvm.config.cell import Cell, CellError
-from attnsvm.gd.joint import JointObjective, train_joint_batch
-from attnsvm.gd.model import loss_fn, pack, unpack
-from attnsvm.gd.train import stack_cells, train_batch
+from attnsvm.gd.model import Batch, TrainedHead, loss_fn, pack, unpack
+from attnsvm.gd.train import stack_cells, train_arrays, train_batch
 from attnsvm.svm.head import head_svm
 from attnsvm.sweep.store import cell_dataset
 from attnsvm.tasks import run_cells
 from tests.workflow_helpers import tiny_sweep
+
+
+def train_joint_batch(X, Y, Z, v, init, settings=None, *, mask=None, **kw):
+    """The trained-head model through the descent loop (docs/science.md §11)."""
+    return train_arrays("trained_head", {"X": X, "Y": Y, "Z": Z, "v": v, "mask": mask}, init,
+                        settings, **kw)  # fmt: skip
 
 
 def train_stacked(b: dict, c: Cell, **kw):
@@ -41,7 +46,7 @@ def test_frozen_head_is_fixed_head_training_bit_for_bit(param, monkeypatch):
     fixed = train_stacked(b, c, device="cpu")
     joint = train_joint_stacked(b, c, device="cpu", head_lr=0.0)
     for name in ("W", "softmax", "loss", "wnorm", "finite", "nonfinite_iteration"):
-        assert np.array_equal(getattr(fixed, name), getattr(joint.train, name)), name
+        assert np.array_equal(getattr(fixed, name), getattr(joint, name)), name
     assert np.array_equal(joint.v, np.broadcast_to(b["v"][:, None], joint.v.shape))
 
 
@@ -52,8 +57,8 @@ def test_frozen_head_with_causal_mask_and_plain_gd_is_bit_for_bit():
     mask[..., 0] = True
     fixed = train_stacked(b, c, device="cpu", mask=mask)
     joint = train_joint_stacked(b, c, device="cpu", head_lr=0.0, mask=mask)
-    assert np.array_equal(fixed.W, joint.train.W)
-    assert np.array_equal(fixed.loss, joint.train.loss)
+    assert np.array_equal(fixed.W, joint.W)
+    assert np.array_equal(fixed.loss, joint.loss)
 
 
 @pytest.mark.parametrize("param", ["W", "KQ"])
@@ -65,9 +70,9 @@ def test_joint_gradient_matches_autograd(param, stable):
     init = {k: torch.as_tensor(3.0 * rng.standard_normal(a.shape)) for k, a in b["init"].items()}
     v = t["v"] + torch.as_tensor(rng.standard_normal(t["v"].shape))
     opts = {"param": param, "head": "linear", "lam": 0.0, "stable": stable}
-    loss, _, _, G, Gv = JointObjective(t["X"], t["Y"], t["Z"], t["v"], **opts).evaluate(
-        pack(init, param), v
-    )
+    model = TrainedHead(Batch(t["X"], t["Y"], t["Z"], t["v"]), **opts)
+    loss, _, _, (G, Gv) = model([pack(init, param), v.unsqueeze(-1)])
+    Gv = Gv[..., 0]
     leaves = {k: p.clone().requires_grad_(True) for k, p in init.items()}
     vl = v.clone().requires_grad_(True)
     ref, _ = loss_fn(leaves, t["X"], t["Y"], t["Z"], vl, None, **opts)
@@ -84,7 +89,7 @@ def test_joint_training_analytic_and_autograd_agree():
     args = (b["X"], b["Y"], b["Z"], b["v"], b["init"])
     a = train_joint_batch(*args, device="cpu", **kw)
     g = train_joint_batch(*args, device="cpu", gradient="autograd", **kw)
-    np.testing.assert_allclose(a.train.W, g.train.W, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(a.W, g.W, rtol=0, atol=1e-11)
     np.testing.assert_allclose(a.v, g.v, rtol=0, atol=1e-11)
     # normalized per block: v moves by exactly head_lr = lr per step while its gradient is nonzero
     steps = np.linalg.norm(np.diff(a.v, axis=1), axis=-1)
@@ -101,13 +106,13 @@ def test_joint_training_aligns_w_and_v_with_their_svms():
     b, c = _batch("W", seeds=3, iterations=1500)
     r = train_joint_stacked(b, c, device="cpu")
     for s in range(3):
-        alpha = r.train.softmax[s, -1].argmax(-1)
+        alpha = r.softmax[s, -1].argmax(-1)
         v_mm, res = head_svm(b["X"][s], b["Y"][s], alpha)
         assert res.solved
         v = r.v[s, -1]
         assert v @ v_mm / (np.linalg.norm(v) * np.linalg.norm(v_mm)) > 0.99
         w = solve_frobenius(att_svm_constraints(b["X"][s], b["Z"][s], alpha))
-        W = r.train.W[s, -1]
+        W = r.W[s, -1]
         assert np.sum(W * w.W) / (np.linalg.norm(W) * np.linalg.norm(w.W)) > 0.95
 
 
@@ -226,17 +231,17 @@ def test_kq_joint_training_the_ridge_takes_over_and_without_it_both_align():
 
     b, c = _batch("KQ", seeds=3, d=8, iterations=2000)
     ridged = train_joint_stacked(b, c, device="cpu")
-    assert np.all(ridged.train.wnorm[:, -1] < ridged.train.wnorm.max(axis=1) / 10)
+    assert np.all(ridged.wnorm[:, -1] < ridged.wnorm.max(axis=1) / 10)
     free = train_joint_stacked(b, c, device="cpu", ridge=0.0)
     for s in range(3):
-        sm = free.train.softmax[s, -1]
+        sm = free.softmax[s, -1]
         assert sm.max(-1).min() >= 1 - 1e-3
         alpha = sm.argmax(-1)
         v_mm, _ = head_svm(b["X"][s], b["Y"][s], alpha)
         v = free.v[s, -1]
         assert v @ v_mm / (np.linalg.norm(v) * np.linalg.norm(v_mm)) > 0.99
         nuc = solve_nuclear(att_svm_constraints(b["X"][s], b["Z"][s], alpha))
-        W = free.train.W[s, -1]
+        W = free.W[s, -1]
         assert np.sum(W * nuc.W) / (np.linalg.norm(W) * np.linalg.norm(nuc.W)) > 0.95
 
 
@@ -250,7 +255,7 @@ def test_ridge_field_is_the_trainers_ridge():
     free = Cell(param="KQ", seed=0, d=4, iterations=400, train_head=True, ridge=0.0)
     assert c.ridge == RIDGE and free.ridge == 0.0
     trainers = {
-        "joint": lambda cell, **kw: train_joint_stacked(b, cell, device="cpu", **kw).train.W,
+        "joint": lambda cell, **kw: train_joint_stacked(b, cell, device="cpu", **kw).W,
         "fixed head": lambda cell, **kw: train_stacked(b, cell, device="cpu", **kw).W,
     }
     for name, train in trainers.items():

@@ -8,10 +8,9 @@ import pytest
 import torch
 
 from attnsvm.gd.device import DeviceUnavailableError, resolve_device
+from attnsvm.gd.kernel import Attention, attended_token
 from attnsvm.gd.model import (
     RIDGE,
-    attended_token,
-    attention_logits,
     head_output,
     logistic_loss,
     loss_and_grad,
@@ -162,7 +161,7 @@ def test_stable_form_keeps_top_token_gradient_when_softmax_rounds_to_one():
 def test_attention_logits_and_heads_match_numpy():
     X, Y, Z, v, V = _problem()
     W = _params("W", 2, 5, 5, 1.0)["W"]
-    lg = attention_logits(X, W, Z).numpy()
+    lg = Attention(X, Z).logits(W).numpy()
     ref = np.einsum("sntd,sde,sne->snt", X.numpy(), W.numpy(), Z.numpy())
     np.testing.assert_allclose(lg, ref, rtol=1e-13, atol=1e-14)
     r = torch.as_tensor(np.random.default_rng(2).standard_normal((2, 3, 5)))

@@ -8,17 +8,16 @@ import pytest
 import torch
 
 from attnsvm.config.cell import Cell
-from attnsvm.gd.data import make_init
-from attnsvm.gd.multihead_model import (
-    MultiObjective,
-    head_inits,
-    multi_loss_fn,
-    pack_heads,
-    train_multihead,
-)
-from attnsvm.gd.train import stack_cells, train_batch
+from attnsvm.gd.data import head_inits, make_init
+from attnsvm.gd.model import Batch, MultiHead
+from attnsvm.gd.train import stack_cells, train_arrays, train_batch
 
 E2 = {"n": 6, "T": 8, "d": 10}
+
+
+def train_multihead(X, Y, Z, v, init, settings=None, **kw):
+    """The H-head model through the descent loop (docs/science.md §12)."""
+    return train_arrays("multi_head", {"X": X, "Y": Y, "Z": Z, "v": v}, init, settings, **kw)
 
 
 def _batch(S, H, **kw):
@@ -52,15 +51,15 @@ def test_gradient_equals_autograd(param, H):
     _, b = _batch(3, H, param=param)
     X, Y, Z, v = (torch.as_tensor(b[k]) for k in ("X", "Y", "Z", "v"))
     params = {k: torch.as_tensor(a) * 3.0 for k, a in b["heads"].items()}  # away from 0
-    leaves = {k: p.clone().requires_grad_(True) for k, p in params.items()}
-    loss, s = multi_loss_fn(leaves, X, Y, Z, v, param=param)
-    grads = torch.autograd.grad(loss.sum(), list(leaves.values()))
-    ref = pack_heads({k: g.numpy() for k, g in zip(leaves, grads, strict=True)}, param)
-    theta = torch.as_tensor(pack_heads({k: p.numpy() for k, p in params.items()}, param))
-    loss2, s2, _, G = MultiObjective(X, Y, Z, v, heads=H, param=param)(theta)
+    model = MultiHead(Batch(X, Y, Z, v), heads=H, param=param)
+    theta = model.params(params)
+    leaves = [theta[0].clone().requires_grad_(True)]
+    loss, s = model.loss(leaves)
+    (ref,) = torch.autograd.grad(loss.sum(), leaves)
+    loss2, s2, _, (G,) = model(theta)
     np.testing.assert_allclose(loss2.numpy(), loss.detach().numpy(), rtol=1e-13)
     np.testing.assert_allclose(s2.numpy(), s.detach().numpy(), rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(G.numpy(), ref, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(G.numpy(), ref.numpy(), rtol=1e-10, atol=1e-14)
 
 
 def test_identical_heads_are_one_head_with_step_over_sqrt_h():

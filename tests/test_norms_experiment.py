@@ -108,6 +108,6 @@ def test_norms_figure_has_a_row_per_adam_beta(tmp_path):
     lines = mod.numbers(summary)
     for b2 in (0.9, 0.999):
         want = summary["corr_max_alpha_mean"].sel(adam_beta2=b2).mean().item()
-        line = next(x for x in lines if x.startswith(f"*adam, β2 = {b2}* on *W*"))
+        line = next(x for x in lines if x.startswith(f"*adam, β₂ = {b2}* on *W*"))
         assert f"predicted max, final corr {mod.captions.fmt(want)}" in line
     plt.close(mod.plot(sweep, summary))

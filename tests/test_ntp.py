@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from attnsvm.config.cell import Cell, CellError
+from attnsvm.gd.model import Batch, NextToken
 from attnsvm.ntp.data import NTPData, cyclic, embeddings, make_ntp_data, text, text_windows
 from attnsvm.ntp.graph import has_cycle, priority_graphs
 from attnsvm.ntp.svm import fin_basis, ntp_constraints, project, solve_ntp_svm
-from attnsvm.ntp.train import scores_grad
 from attnsvm.ntp.wfin import GRAD_TOL, projected_gradient_norm, solve_wfin
 from attnsvm.svm.frobenius import violation
 from attnsvm.tasks import run_cells
@@ -166,7 +166,7 @@ def test_gradient_matches_autograd():
     Z = torch.tensor(data.Z[None])
     lab = torch.tensor(data.label_mask[None])
     W = torch.tensor(rng.standard_normal((1, 5, 5)), requires_grad=True)
-    loss, p, G = scores_grad(X, Z, lab, W.detach())
+    loss, p, _, (G,) = NextToken(Batch(X, Z=Z, label=lab))([W.detach()])
     s = torch.softmax(torch.einsum("sntd,sde,sne->snt", X, W, Z), -1)
     ref = -torch.log((s * lab).sum(-1)).mean()
     ref.backward()

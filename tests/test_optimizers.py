@@ -8,16 +8,22 @@ import torch
 
 from attnsvm.config.cell import Cell
 from attnsvm.config.settings import Settings
-from attnsvm.gd.optimizers import ADAM_BETAS, ADAM_EPS, STEEPEST, StepRule, make_rule
+from attnsvm.gd.optimizers import ADAM_BETAS, ADAM_EPS, RULES, STEEPEST, make_rule
 from attnsvm.gd.train import stack_cells, train_cells
 
 RNG = np.random.default_rng(0)
 
 
-def _rule(name, lr, theta, loss):
-    rule = StepRule(name, lr)
-    rule.observe(lambda th, g: (loss, None, th, None))(theta, True)
-    return rule
+def _rule(name, lr, theta, loss, settings=None):
+    """``step(G)``: the rule's next step ``theta(k) - theta(k+1)`` at ``theta`` and ``loss``."""
+    rule = make_rule(name, lr, settings=settings)
+
+    def step(G):
+        rule.k += 1
+        return rule.step(G, theta, loss)
+
+    step.rule = rule
+    return step
 
 
 def _grads(shape, k=3):
@@ -72,12 +78,11 @@ def test_mirror_step_by_hand(name, p):
     shape = (2, 3, 3)
     W0 = RNG.standard_normal(shape)
     grads = _grads(shape, 2)
-    rule = _rule(name, 0.2, torch.as_tensor(W0.copy()), None)
+    rule = make_rule(name, 0.2)
     W, phi = W0.copy(), np.sign(W0) * np.abs(W0) ** (p - 1)
     theta = torch.as_tensor(W0.copy())
     for G in grads:
-        rule.theta = theta
-        theta = theta - rule(G.clone())
+        theta = rule(theta, G.clone(), None)
         g = G.numpy()
         phi = phi - 0.2 * g / np.linalg.norm(g, axis=(-2, -1), keepdims=True)
         W = np.sign(phi) * np.abs(phi) ** (1 / (p - 1))
@@ -86,7 +91,11 @@ def test_mirror_step_by_hand(name, p):
 
 def test_unknown_rule_is_refused():
     with pytest.raises(ValueError, match="'rmsprop'"):
-        make_rule(Settings.of("train", optimizer="rmsprop"), 0.1)
+        make_rule("rmsprop", 0.1)
+    # every value of the cell field is a rule of the one registry
+    from attnsvm.config.fields import CHOICES
+
+    assert set(CHOICES["optimizer"]) <= set(RULES) and set(STEEPEST) < set(RULES)
 
 
 E2 = dict(n=4, T=5, d=6, iterations=60, checkpoint_count=5)
@@ -118,17 +127,17 @@ def test_polyak_step_by_hand(shape):
     rule = _rule("polyak", 0.7, torch.zeros(shape, dtype=torch.float64), loss)
     floor = loss.clone()
     floor[0] = loss[0] - 0.25  # seed 0 above its floor, the others at it
-    rule.state["floor"] = floor
+    rule.rule.floor = floor
     step = rule(G.clone()).numpy()
     g = G.numpy()
     seed_g = [g[..., s, :, :] for s in range(seeds)]  # (factor,) d, m of one seed
     want0 = 0.7 * 0.25 / np.sum(seed_g[0] ** 2) * seed_g[0]
     np.testing.assert_allclose(step[..., 0, :, :], want0, rtol=1e-12)
     assert not step[..., 1:, :, :].any()
-    rule.state["floor"] = floor - 1e9  # a huge gap: the step is cut to the cap
+    rule.rule.floor = floor - 1e9  # a huge gap: the step is cut to the cap
     capped = rule(G.clone()).numpy()[..., 0, :, :]
     assert np.linalg.norm(capped) == pytest.approx(POLYAK_MAX_STEP)
-    rule.state["floor"] = floor  # a vanishing gradient (saturated attention): capped, finite
+    rule.rule.floor = floor  # a vanishing gradient (saturated attention): capped, finite
     tiny = rule(G.clone() * 1e-200).numpy()
     assert np.isfinite(tiny).all()
     assert np.linalg.norm(tiny[..., 0, :, :]) == pytest.approx(POLYAK_MAX_STEP)
@@ -185,7 +194,7 @@ def test_adam_betas_are_cell_fields_that_reach_the_rule():
     grads = _grads(shape, 4)
     theta = torch.as_tensor(RNG.standard_normal(shape))
     settings = Settings.of("train", optimizer="adam", adam_beta1=0.5, adam_beta2=0.95)
-    rule = make_rule(settings, 0.05)()
+    rule = _rule("adam", 0.05, None, None, settings)
     p = torch.nn.Parameter(theta.clone())
     opt = torch.optim.Adam([p], lr=0.05, betas=(0.5, 0.95), eps=ADAM_EPS)
     ours = theta.clone()
@@ -206,8 +215,8 @@ def test_adam_betas_are_cell_fields_that_reach_the_rule():
     W0 = train_cells([Cell(**base, adam_beta1=0.0, adam_beta2=0.0)], device="cpu").W
     sign = train_cells([Cell(**{**base, "optimizer": "sign"})], device="cpu").W
     np.testing.assert_allclose(W0, sign)
-    explicit = StepRule("adam", 0.05, ADAM_BETAS)
-    assert explicit.betas == make_rule(default.settings("train"), 0.05)().betas
+    explicit = make_rule("adam", 0.05)
+    assert explicit.betas == make_rule("adam", 0.05, settings=default.settings("train")).betas
     for bad in (1.0, -0.1):
         with pytest.raises(CellError, match="adam_beta2 must be a number in"):
             Cell(optimizer="adam", adam_beta2=bad)

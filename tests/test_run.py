@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import attnsvm
+import attnsvm.svm.routes as routes
 from attnsvm import Cell
 from attnsvm.tasks import run_cells
 
@@ -57,9 +58,9 @@ def test_block_solves_frobenius_svms_batched_with_the_per_cell_answers(monkeypat
     import attnsvm.svm.frobenius_batched as SB
 
     cells = [Cell(seed=s, param=p, **SMALL) for s in range(12) for p in ("W", "KQ")]
-    monkeypatch.setattr(SB, "BATCH_MIN", 10**9)  # per instance, as before batching
+    monkeypatch.setattr(routes, "BATCH_MIN", 10**9)  # per instance, as before batching
     one_by_one = run_cells(cells, device="cpu")
-    monkeypatch.setattr(SB, "BATCH_MIN", 1)  # every new instance batched, even alone
+    monkeypatch.setattr(routes, "BATCH_MIN", 1)  # every new instance batched, even alone
     batched = run_cells(cells, device="cpu")
     solvers = {r.svms[k].solver for r in batched for k in ("fro_alpha", "fro_opt")}
     assert solvers == {SB.SOLVER}

@@ -93,6 +93,21 @@ def test_a_rewritten_store_is_checked_again(sweep):
     assert cells["ok"] == 1 and cells["failed"] == 1
 
 
+def test_cells_of_the_torch_loop_are_counted_from_the_store_and_from_the_cache(sweep):
+    wd, plan, names = sweep
+    store = wd / "results" / "a" / "blocks" / f"{names[1]}.zarr"
+    meta = json.loads((store / "zarr.json").read_text())
+    meta["attributes"]["cells_torch_loop"] = 1  # attnsvm.sweep.worker's count
+    (store / "zarr.json").write_text(json.dumps(meta))
+    digest = plan.block_digests("a")[names[1]]
+    write_manifest(store, {"experiment": "a", "block": names[1], "cells_digest": digest})
+    fresh = sweep_status(None, "c.yaml")[1]["a"]
+    cached = sweep_status(None, "c.yaml")[1]["a"]  # every store's entry from the cache
+    for report in (fresh, cached):
+        assert report["cells_torch_loop"] == 1 and report["cells"]["ok"] == 2
+        assert status_cache.TORCH_LOOP not in report["cells"]
+
+
 def test_an_edited_config_replans_and_a_cached_store_of_other_cells_is_stale(sweep):
     wd, _, names = sweep
     sweep_status(None, "c.yaml")

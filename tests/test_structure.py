@@ -61,9 +61,15 @@ def _imports(module: str) -> list[tuple[str, ast.AST, bool]]:
             if node.level:
                 up = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(up + ([base] if base else []))
+            # ``from P import x`` runs P's __init__ even when x is a submodule: an edge to the
+            # subpackage P, and to P.x where that is a module (the root package, the public
+            # facade that every import runs first, is the exception)
+            if base != "attnsvm":
+                targets.append(base)
             for alias in node.names:
                 full = f"{base}.{alias.name}"
-                targets.append(full if full in MODULES else base)
+                if full in MODULES:
+                    targets.append(full)
         elif isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         for target in targets:
@@ -91,6 +97,8 @@ def test_every_import_goes_down_the_layers():
 
 
 def test_no_import_cycles():
+    """No cycle, counting a package's ``__init__`` as a module (``from attnsvm.svm import
+    farkas`` inside attnsvm/svm would close one through attnsvm/svm/__init__.py)."""
     graph = {m: {t for t, _, _ in _imports(m) if t in MODULES and t != m} for m in MODULES}
     state: dict[str, int] = collections.defaultdict(int)  # 0 new, 1 on the stack, 2 done
     cycles = []
@@ -129,3 +137,61 @@ def test_imports_inside_functions_say_why():
                 if not any("#" in line for line in block):
                     silent.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
     assert silent == []
+
+
+#: the modules that may compute an attention forward: the kernel and the models
+#: (attnsvm/gd/model.py), which training and every evaluation call
+ATTENTION_MODULES = ("attnsvm.gd.kernel", "attnsvm.gd.model")
+#: solvers of an SVM-like problem that evaluate a loss of their own, with why
+ATTENTION_EXEMPT = {
+    "attnsvm.ntp.wfin": "W_fin's Newton solve (docs/science.md §8): the reduced loss in the "
+    "coordinates of S_fin, with its Hessian, certified by its optimality equations",
+}
+#: calls that compute attention: softmax and its pieces, the kernel's own functions
+ATTENTION_CALLS = {
+    "softmax", "log_softmax", "logsumexp", "Attention", "log_softmax_top", "attended_token",
+    "next_token_loss",
+}  # fmt: skip
+
+
+def _is_logits_einsum(node: ast.Call) -> bool:
+    """``einsum("...td,de,...e->...", X, W, Z)``: the logits ``X_i W z_i``."""
+    if not (node.args and isinstance(node.args[0], ast.Constant)):
+        return False
+    spec = str(node.args[0].value).replace(" ", "").split("->")[0].split(",")
+    if len(spec) != 3 or min(len(s) for s in spec) < 2 or len(spec[0]) < 3:
+        return False
+    x, w, z = spec  # tokens have a token axis the queries lack: (..., t, d) and (..., e)
+    return x[-1] == w[-2] and w[-1] == z[-1] and x[:-2] == z[:-1]
+
+
+def attention_forwards(source: str) -> list[int]:
+    """Lines of ``source`` that compute an attention forward (:data:`ATTENTION_CALLS`, the
+    logits by einsum)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        if name in ATTENTION_CALLS or (name == "einsum" and _is_logits_einsum(node)):
+            out.append(node.lineno)
+    return out
+
+
+def test_no_attention_forward_outside_the_models():
+    """Training and every evaluation compute attention through the models of
+    attnsvm/gd/model.py (docs/extending.md, "The model"): a forward written anywhere else
+    would silently evaluate another model once a field changes the real one."""
+    found = [
+        f"{MODULES[m].relative_to(ROOT.parent)}:{line}"
+        for m in MODULES
+        if m not in ATTENTION_MODULES and m not in ATTENTION_EXEMPT
+        for line in attention_forwards(MODULES[m].read_text())
+    ]
+    assert found == []
+    # the check sees the numpy forward that generalization.py once had
+    old = 'logits = np.einsum("ntd,cde,ne->cnt", X, W, Z)\ns = softmax(logits)\n'
+    assert attention_forwards(old) == [1, 2]
+    assert attention_forwards('np.einsum("krc,ic->kir", W, Z)') == []  # W z_i: no tokens
+    assert attention_forwards('np.einsum("bkd,bde,bke->bk", L, W, R)') == []  # SVM rows

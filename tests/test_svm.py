@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import attnsvm.svm.frobenius as svm_frobenius
+import attnsvm.svm.routes as routes
 from attnsvm.config.cell import Cell
 from attnsvm.gd.data import make_dataset, optimal_tokens, token_scores
 from attnsvm.svm import (
@@ -287,7 +288,7 @@ def test_osqp_fallback_when_clarabel_raises(monkeypatch):
         assert corr(res.W, r.W) >= 0.99999
         assert res.objective == pytest.approx(r.objective, rel=1e-6)
     for ratio, solver in [(0, "osqp-primal"), (10**9, "osqp-dual")]:
-        monkeypatch.setattr(svm_frobenius, "PRIMAL_RATIO", ratio)
+        monkeypatch.setattr(routes, "PRIMAL_RATIO", ratio)
         res = solve_frobenius(infeasible)
         assert res.solver == solver and res.status == "infeasible" and res.W is None
     # primal (equality) path falls back as well
@@ -322,7 +323,7 @@ def test_least_distance_route_agrees_with_clarabel_dual(monkeypatch, n, T, d):
     """E3's shapes with more rows than the reduced space has dimensions (singular Gram
     matrix): the least-distance route (one NNLS) and Clarabel's dual QP agree on
     feasibility, objective and W; infeasible instances come with a Farkas certificate."""
-    monkeypatch.setattr(svm_frobenius, "PRIMAL_RATIO", 10**9)  # the dual routes at any d
+    monkeypatch.setattr(routes, "PRIMAL_RATIO", 10**9)  # the dual routes at any d
     cases = []
     for seed in range(12):
         ds = make_dataset(Cell(n=n, T=T, d=d, seed=seed, train=False))
@@ -352,7 +353,7 @@ def test_farkas_certificate_decides_infeasibility_before_the_primal_route(monkey
         for seed in range(6):
             ds = make_dataset(Cell(n=n, T=T, d=d, seed=seed, train=False))
             cases.append(att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds)))
-    assert all(svm_frobenius.PRIMAL_RATIO * c.d**2 <= c.n_rows for c in cases)
+    assert all(routes.PRIMAL_RATIO * c.d**2 <= c.n_rows for c in cases)
     fast = [solve_frobenius(c) for c in cases]
     monkeypatch.setattr(svm_frobenius, "_least_distance", lambda A, h: (None, 0.0, None))
     ref = [solve_frobenius(c) for c in cases]
@@ -391,11 +392,11 @@ def test_primal_and_dual_paths_agree(monkeypatch):
     for n, T, d, seed in cases:
         ds = make_dataset(Cell(n=n, T=T, d=d, seed=seed))
         cons = att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds))
-        monkeypatch.setattr(svm_frobenius, "PRIMAL_RATIO", 0)
+        monkeypatch.setattr(routes, "PRIMAL_RATIO", 0)
         with monkeypatch.context() as m:  # the primal route, not the least distance's answer
             m.setattr(svm_frobenius, "_answer", lambda cons, lam, note: [])
             primal = solve_frobenius(cons)
-        monkeypatch.setattr(svm_frobenius, "PRIMAL_RATIO", 10**9)
+        monkeypatch.setattr(routes, "PRIMAL_RATIO", 10**9)
         dual = solve_frobenius(cons)
         assert primal.solver == ("clarabel-primal" if primal.feasible else "ldp-dual")
         assert dual.solver in ("nnls-dual", "ldp-dual", "clarabel-dual")

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import attnsvm.svm.frobenius_batched as SB
+import attnsvm.svm.routes as routes
 from attnsvm.svm.constraints import Constraints, att_svm_constraints
 from attnsvm.svm.frobenius import gram, solve_frobenius, violation
 
@@ -170,7 +171,7 @@ def test_routing_equality_rows_and_empty_systems_go_per_instance():
 
 def test_solve_many_uses_the_batched_route_from_batch_min():
     rng = np.random.default_rng(6)
-    conss = [_random(rng, 6, 8, 10) for _ in range(SB.BATCH_MIN)]
+    conss = [_random(rng, 6, 8, 10) for _ in range(routes.BATCH_MIN)]
     assert {r.solver for r in SB.solve_many(conss)} == {SB.SOLVER}
     assert SB.SOLVER not in {r.solver for r in SB.solve_many(conss[:-1])}
     assert SB.solve_many([]) == []

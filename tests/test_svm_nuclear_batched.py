@@ -1,8 +1,7 @@
 """Nuclear Att-SVMs solved many at once (issue 28, E3): the same answers, bit for bit.
 
-:func:`attnsvm.svm.nuclear_ipm.solve_dual_barrier_many` and
-:func:`attnsvm.svm.nuclear_pd.solve_primal_dual_many` are second implementations of the
-barrier and primal-dual methods that run the instances of one shape together; every instance
+:func:`attnsvm.svm.nuclear_pd.solve_primal_dual_many` is a second implementation of the
+primal-dual method that runs the instances of one shape together; every instance
 must get exactly what the one-instance functions give it, so that a stored answer does not
 depend on how cells are packed into blocks and batches (docs/science.md §4, "Stored values
 across solver changes"). :func:`attnsvm.svm.nuclear.solve_nuclear_many` must give what
@@ -18,7 +17,7 @@ import pytest
 import attnsvm.svm.nuclear as svm_nuclear
 from attnsvm.config.cell import Cell
 from attnsvm.gd.data import make_dataset, optimal_tokens
-from attnsvm.svm import nuclear_ipm, nuclear_pd, solve_frobenius, solve_nuclear
+from attnsvm.svm import nuclear_pd, solve_frobenius, solve_nuclear
 from attnsvm.svm.constraints import Constraints, att_svm_constraints
 from attnsvm.svm.nuclear import _Direct, _unique_rows, solve_nuclear_many
 from attnsvm.tasks import run_cells
@@ -62,52 +61,13 @@ def _assert_same_svm(a, b) -> None:
     assert a.objective == b.objective or (np.isnan(a.objective) and np.isnan(b.objective))
 
 
-#: the barrier's E3 and E2 shapes: batched (up to BATCH_MAX_ROWS rows) and one by one
-BARRIER_SHAPES = [(5, 5, 5), (5, 5, 10), (6, 8, 10), (10, 5, 15), (15, 5, 20)]
-
-
-def test_barrier_many_gives_every_instance_its_own_answer():
-    problems = [_reduced(c) for c in _cases(BARRIER_SHAPES, range(9), random_every=4)]
-    problems += [(np.ones((2, 2)), np.ones((2, 2)), np.array([1.0, 0.0]))]  # declined: c <= 0
-    alone = [nuclear_ipm.solve_dual_barrier(*p) for p in problems]
-    assert sum(r is not None and r.gap <= 1e-8 for r in alone) >= 0.8 * len(problems)
-    assert alone[-1] is None
-    whole = nuclear_ipm.solve_dual_barrier_many(problems)
-    order = np.random.default_rng(1).permutation(len(problems))
-    shuffled = nuclear_ipm.solve_dual_barrier_many([problems[i] for i in order])
-    for i, j in enumerate(order):
-        _assert_same_ipm(alone[i], whole[i])
-        _assert_same_ipm(alone[j], shuffled[i])
-    # batches of other sizes: the rows of E2's shape alone, and a few of each
-    sub = [i for i, p in enumerate(problems) if p[2].size == 42]
-    assert len(sub) >= nuclear_ipm.BATCH_MIN and 42 <= nuclear_ipm.BATCH_MAX_ROWS
-    for i, res in zip(
-        sub, nuclear_ipm.solve_dual_barrier_many([problems[i] for i in sub]), strict=True
-    ):
-        _assert_same_ipm(alone[i], res)
-
-
-def test_barrier_many_stops_as_each_instance_would(monkeypatch):
-    """Paths cut short (max_steps) and batches of one (BATCH_SIZE 1) end as alone."""
-    problems = [_reduced(c) for c in _cases([(5, 5, 10), (6, 8, 10)], range(6))]
-    short = [nuclear_ipm.solve_dual_barrier(*p, max_steps=12) for p in problems]
-    for a, b in zip(
-        short, nuclear_ipm.solve_dual_barrier_many(problems, max_steps=12), strict=True
-    ):
-        _assert_same_ipm(a, b)
-    monkeypatch.setattr(nuclear_ipm, "BATCH_SIZE", 5)
-    monkeypatch.setattr(nuclear_ipm, "BATCH_MIN", 1)
-    for p, res in zip(problems, nuclear_ipm.solve_dual_barrier_many(problems), strict=True):
-        _assert_same_ipm(nuclear_ipm.solve_dual_barrier(*p), res)
-
-
-#: the primal-dual method's E3 shapes (more than BARRIER_MAX_ROWS rows), from 45 rows
-PD_SHAPES = [(5, 10, 10), (15, 5, 10), (5, 15, 5), (10, 10, 10), (15, 10, 15), (10, 15, 5)]
+#: the primal-dual method's E3 and E2 shapes, 20 to 150 rows
+PD_SHAPES = [(5, 5, 5), (6, 8, 10), (5, 10, 10), (15, 5, 10), (5, 15, 5), (10, 10, 10),
+             (15, 10, 15), (10, 15, 5)]  # fmt: skip
 
 
 def test_primal_dual_many_gives_every_instance_its_own_answer():
     problems = [_reduced(c) for c in _cases(PD_SHAPES, range(6), random_every=3, seed=2)]
-    assert all(p[2].size > svm_nuclear.BARRIER_MAX_ROWS for p in problems)
     alone = [nuclear_pd.solve_primal_dual(*p) for p in problems]
     assert sum(r is not None and r.gap <= 1e-8 for r in alone) >= 0.6 * len(problems)
     whole = nuclear_pd.solve_primal_dual_many(problems)
@@ -136,14 +96,14 @@ def test_primal_dual_many_stops_as_each_instance_would(monkeypatch):
 
 
 def test_solve_nuclear_many_is_solve_nuclear():
-    """Every route: infeasible (Frobenius verdict), barrier, primal-dual, an empty system,
+    """Every route: infeasible (Frobenius verdict), primal-dual, an empty system,
     with and without the Frobenius answers as hints, in one call."""
     conss = _cases([(5, 5, 2), (5, 10, 10), (6, 8, 10), (10, 10, 10)], range(6), random_every=3)
     conss.append(conss[0].subset(np.zeros(conss[0].n_rows, dtype=bool)))  # no rows
     frob = [solve_frobenius(c) for c in conss]
     ref = [solve_nuclear(c, f) for c, f in zip(conss, frob, strict=True)]
     routes = {r.solver for r in ref}
-    assert {"direct-barrier", "direct-primal-dual", "trivial"} <= routes
+    assert {"direct-primal-dual", "trivial"} <= routes
     assert any(r.status == "infeasible" for r in ref)
     for hints in (frob, None):
         for a, b in zip(ref, solve_nuclear_many(conss, hints), strict=True):
@@ -157,7 +117,6 @@ def test_a_failed_batch_is_solved_one_by_one(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("simulated batch failure")
 
-    monkeypatch.setattr(svm_nuclear, "solve_dual_barrier_many", broken)
     monkeypatch.setattr(svm_nuclear, "solve_primal_dual_many", broken)
     for a, b in zip(ref, solve_nuclear_many(conss), strict=True):
         _assert_same_svm(a, b)

@@ -1,4 +1,4 @@
-"""Nuclear Att-SVMs past the barrier's rows (attnsvm.svm.nuclear_pd) against Clarabel.
+"""Nuclear Att-SVMs of E3's rows (attnsvm.svm.nuclear_pd) against Clarabel.
 
 E3 (config/paper.yaml, e3_rank) at n = T = 15 has 210 rows; before the primal-dual method
 these instances went to Clarabel / SCS, and those with 81-150 rows ((10, 10), (10, 15),
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 import attnsvm.svm.nuclear as svm_nuclear
+import attnsvm.svm.routes as routes
 from attnsvm.config.cell import Cell
 from attnsvm.gd.data import make_dataset, optimal_tokens
 from attnsvm.svm import solve_frobenius, solve_nuclear
 from attnsvm.svm.constraints import att_svm_constraints
 from attnsvm.svm.frobenius import BASIS_TOL, VERIFY_TOL, orthonormal_basis, violation
-from attnsvm.svm.nuclear_ipm import certified_gap
-from attnsvm.svm.nuclear_pd import solve_primal_dual
+from attnsvm.svm.nuclear_pd import certified_gap, solve_primal_dual
 from attnsvm.tasks.metrics import rank
 
 
@@ -40,8 +40,8 @@ def instances(shapes, per_shape: int, seed: int, random_share: bool = True):
 def clarabel_reference(cons, monkeypatch):
     """The cvxpy route (normNuc, reduced) with Clarabel: independent of the direct path."""
     with monkeypatch.context() as m:
-        m.setattr(svm_nuclear, "_try_direct", lambda c, t0, frobenius=None: None)
-        m.setattr(svm_nuclear, "CLARABEL_MAX_SIZE", 10**9)
+        m.setattr(svm_nuclear, "_try_direct", lambda c, t0, frobenius=None, route="auto": None)
+        m.setattr(routes, "CLARABEL_MAX_SIZE", 10**9)
         return solve_nuclear(cons)
 
 
@@ -50,7 +50,6 @@ def check_against_reference(cases, monkeypatch):
         fast = solve_nuclear(cons)
         ref = clarabel_reference(cons, monkeypatch)
         note = (shape, fast.message, ref.message)
-        assert cons.n_rows > svm_nuclear.BARRIER_MAX_ROWS
         assert ref.status == "optimal" and ref.solver == "cvxpy-clarabel", note
         assert fast.status == "optimal" and fast.solver == "direct-primal-dual", note
         assert "primal-dual status certificate, certified gap" in fast.message
@@ -95,11 +94,12 @@ def test_e3_middle_rows_agree_with_clarabel(monkeypatch):
     check_against_reference(cases, monkeypatch)
 
 
-def test_barrier_keeps_small_instances():
-    """E2 / E6 sizes (42 rows) stay on the barrier: stored values there do not move."""
+def test_small_instances_take_the_primal_dual_route():
+    """E2 / E6 sizes (42 rows): the primal-dual route, which replaced the dual barrier there
+    (issue 45)."""
     (_, cons), *_ = instances([(6, 8, 10)], per_shape=1, seed=1, random_share=False)
-    assert cons.n_rows <= svm_nuclear.BARRIER_MAX_ROWS
-    assert solve_nuclear(cons).solver == "direct-barrier"
+    assert cons.n_rows <= routes.PD_MAX_ROWS
+    assert solve_nuclear(cons).solver == "direct-primal-dual"
 
 
 def test_larger_instances_agree_with_clarabel(monkeypatch):

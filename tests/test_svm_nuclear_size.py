@@ -9,6 +9,7 @@ import pytest
 
 import attnsvm.svm.nuclear as svm_nuclear
 import attnsvm.svm.nuclear_ws as svm_ws
+import attnsvm.svm.routes as routes
 from attnsvm.config.cell import Cell
 from attnsvm.gd.data import make_dataset, optimal_tokens
 from attnsvm.svm import solve_nuclear
@@ -25,7 +26,7 @@ CORR_TOL = 1e-6
 
 def _force_working_set(monkeypatch):
     """Every system through the working set, starting small and growing over rounds."""
-    monkeypatch.setattr(svm_nuclear, "PD_MAX_ROWS", 0)
+    monkeypatch.setattr(routes, "PD_MAX_ROWS", 0)
     monkeypatch.setattr(svm_ws, "WS_START_ROWS", 10)
     monkeypatch.setattr(svm_ws, "WS_MIN_ADD", 10)
 
@@ -35,7 +36,7 @@ def _rounds(res) -> int:
 
 
 def test_working_set_gives_the_small_routes_answer(monkeypatch):
-    """Systems the barrier / primal-dual routes solve: the working set (several rounds)
+    """Systems the primal-dual route solves: the working set (several rounds)
     reaches the same certified optimum (objective, direction, rank)."""
     cases = [
         planted(n, T, d, s) for n, T, d in [(6, 8, 10), (20, 10, 8), (40, 12, 10)] for s in (0, 1)
@@ -43,7 +44,7 @@ def test_working_set_gives_the_small_routes_answer(monkeypatch):
     ds = make_dataset(Cell(n=15, T=15, d=10, seed=0))
     cases.append(att_svm_constraints(ds.X, ds.Z, optimal_tokens(ds)))
     ref = [solve_nuclear(c) for c in cases]
-    assert {r.solver for r in ref} == {"direct-barrier", "direct-primal-dual"}
+    assert {r.solver for r in ref} == {"direct-primal-dual"}
     _force_working_set(monkeypatch)
     rounds = []
     for cons, r in zip(cases, ref, strict=True):
@@ -61,10 +62,10 @@ def test_working_set_above_the_row_limit_agrees_with_the_conic_route(monkeypatch
     """1,216 rows (above PD_MAX_ROWS, reduced size 16): the working set's answer is the one
     Clarabel gives there without it."""
     cons = planted(64, 20, 8, seed=2)
-    assert cons.n_rows > svm_nuclear.PD_MAX_ROWS
+    assert cons.n_rows > routes.PD_MAX_ROWS
     res = solve_nuclear(cons)
     assert res.solved and res.solver == "direct-ws-primal-dual", res.message
-    monkeypatch.setattr(svm_nuclear, "WS_MAX_SIZE", 0)
+    monkeypatch.setattr(routes, "WS_MAX_SIZE", 0)
     ref = solve_nuclear(cons)
     assert ref.solved and ref.solver == "direct-clarabel", ref.message
     assert res.objective == pytest.approx(ref.objective, rel=OBJ_RTOL)

@@ -15,6 +15,7 @@ import pytest
 
 import attnsvm.svm.frobenius as svm_frobenius
 import attnsvm.svm.nuclear as svm_nuclear
+import attnsvm.svm.routes as routes
 from attnsvm.config.cell import Cell
 from attnsvm.gd.data import make_dataset, optimal_tokens
 from attnsvm.svm import solve_frobenius, solve_nuclear
@@ -118,7 +119,8 @@ def test_huge_frobenius_answer_is_not_taken_for_infeasible():
     res = solve_frobenius(cons)
     assert res.status == "optimal" and res.solver == "ldp-dual", res.message
     assert "least distance rescaled" in res.message
-    ref = svm_frobenius._solve_routes(cons, svm_frobenius._PRIMAL_ROUTES, 0.0)
+    primal = tuple((r, svm_frobenius.ROUTES[r]) for r in ("clarabel-primal", "osqp-primal"))
+    ref = svm_frobenius._solve_routes(cons, primal, 0.0)
     assert ref.status == "optimal" and ref.solver == "clarabel-primal"
     assert res.objective == pytest.approx(ref.objective, rel=1e-8)
     assert res.objective > 1e4
@@ -135,7 +137,7 @@ def test_an_uncertified_refinement_hands_over_to_the_conic_route(monkeypatch):
         return res
 
     monkeypatch.setattr(svm_nuclear, "refine_kkt", off)
-    monkeypatch.setattr(svm_nuclear, "CLARABEL_MAX_SIZE", 10**9)  # Clarabel before SCS
+    monkeypatch.setattr(routes, "CLARABEL_MAX_SIZE", 10**9)  # Clarabel before SCS
     out = solve_nuclear(cons)
     assert out.solver == "direct-clarabel" and out.status == "optimal", out.message
     assert "direct primal-dual+kkt refined: violation" in out.message

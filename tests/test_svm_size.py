@@ -8,6 +8,7 @@ import pytest
 
 import attnsvm.svm.frobenius as svm_frobenius
 import attnsvm.svm.frobenius_batched as svm_batched
+import attnsvm.svm.routes as routes
 from attnsvm.config.cell import Cell
 from attnsvm.gd.data import make_dataset, optimal_tokens
 from attnsvm.svm import solve_frobenius
@@ -29,7 +30,7 @@ def _support(res, cons):
 
 def _force_working_set(monkeypatch):
     """Every system through the working set, in many small rounds."""
-    monkeypatch.setattr(svm_frobenius, "WORKING_SET_MIN_ROWS", 0)
+    monkeypatch.setattr(routes, "WORKING_SET_MIN_ROWS", 0)
     monkeypatch.setattr(svm_frobenius, "WS_MIN_ADD", 3)
     monkeypatch.setattr(svm_frobenius, "WS_GROW", 0.2)
     monkeypatch.setattr(svm_frobenius, "WS_START_SHARE", 10**6)
@@ -69,14 +70,14 @@ def test_working_set_at_size_agrees_with_the_dense_routes(monkeypatch):
     """Above WORKING_SET_MIN_ROWS (1,984 rows): the working set's certified answer is the
     answer of the dense routes it replaces there."""
     cons = planted(64, 32, 20, seed=3)
-    assert cons.n_rows > svm_frobenius.WORKING_SET_MIN_ROWS
+    assert cons.n_rows > routes.WORKING_SET_MIN_ROWS
     res = solve_frobenius(cons)
     assert res.solved and res.solver == "ws-dual", res.message
 
     def declined(c):
         raise RuntimeError("working set disabled by the test")
 
-    monkeypatch.setattr(svm_frobenius, "_route_working_set", declined)
+    monkeypatch.setitem(svm_frobenius.ROUTES, "ws-dual", declined)
     ref = solve_frobenius(cons)
     assert ref.solved and ref.solver != "ws-dual"
     assert "working set disabled" in ref.message
@@ -96,7 +97,7 @@ def test_infeasible_system_falls_back_to_the_routes_that_prove_it(monkeypatch):
     assert "working set" in res.message
     # above the memory bound no dense route runs: the working set's own Farkas vector (from
     # its small system, checked on every row) proves it (issue 31)
-    monkeypatch.setattr(svm_frobenius, "DENSE_MAX_BYTES", 0)
+    monkeypatch.setattr(routes, "DENSE_MAX_BYTES", 0)
     res = solve_frobenius(cons)
     assert res.status == "infeasible" and res.solver == "ws-dual" and res.W is None
     assert "working set" in res.message and "Farkas certificate" in res.message

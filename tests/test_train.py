@@ -291,7 +291,7 @@ def test_correlation_with_svm_does_not_decrease_to_20000(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_in_place_normalized_step_has_the_bits_of_the_formula(dtype):
-    from attnsvm.gd.train import _normalized_step
+    from attnsvm.gd.optimizers import normalized_step
 
     g = torch.Generator().manual_seed(0)
     G = torch.randn(2, 7, 5, 4, generator=g, dtype=torch.float64).to(dtype)
@@ -302,33 +302,40 @@ def test_in_place_normalized_step_has_the_bits_of_the_formula(dtype):
     m = G.abs().amax(dim=(-2, -1), keepdim=True).clamp_min(eps)
     Gs = G / m
     want = Gs * (lr / (torch.linalg.vector_norm(Gs, dim=(-2, -1), keepdim=True) + eps / m))
-    got = _normalized_step(G.clone(), lr, eps)
+    got = normalized_step(G.clone(), lr, eps)
     assert got.numpy().tobytes() == want.numpy().tobytes()
 
 
 def test_unfrozen_pass_flags_a_loss_that_is_non_finite_at_one_step_only():
-    from attnsvm.gd.train import _descend
+    from attnsvm.gd.train import descend
 
     S, d = 4, 3
     theta = torch.zeros(S, d, d, dtype=torch.float64)
     calls = []
 
-    def evaluate(th, grad):
-        k = len(calls)
-        calls.append(k)
-        loss = torch.ones(S, dtype=torch.float64)
-        if k == 3:
-            loss[1] = float("inf")  # seed 1: one bad loss, finite again afterwards
-        G = torch.ones_like(th)
-        if k == 5:
-            G[2, 0, 0] = float("-inf")  # seed 2: a non-finite step
-        return loss, torch.zeros(S, 1, 1, dtype=torch.float64), th, G
+    class Model:  # a loss that is inf once for seed 1, a non-finite step for seed 2
+        seeds = S
+
+        def __call__(self, params, grad):
+            k = len(calls)
+            calls.append(k)
+            loss = torch.ones(S, dtype=torch.float64)
+            if k == 3:
+                loss[1] = float("inf")  # seed 1: one bad loss, finite again afterwards
+            G = torch.ones_like(params[0])
+            if k == 5:
+                G[2, 0, 0] = float("-inf")  # seed 2: a non-finite step
+            return loss, torch.zeros(S, 1, 1, dtype=torch.float64), params[0], [G]
+
+        def extras(self, params):
+            return {}
+
+    def rule(p, G, loss):
+        return p - 0.1 * G
 
     for freeze in (False, True):
         calls.clear()
-        *_, alive, bad_at = _descend(
-            evaluate, theta, lambda G: 0.1 * G, [0, 10], 10, freeze=freeze, n=1, T=1
-        )
+        _, alive, bad_at, _ = descend(Model(), [theta], [rule], [0, 10], 10, freeze=freeze)
         assert alive.tolist() == [True, False, False, True]
         if freeze:
             assert bad_at.tolist() == [-1, 3, 5, -1]

@@ -260,6 +260,19 @@ def test_default_sweep_end_to_end_with_report(tmp_path):
             for ext in ("pdf", "png"):
                 f = wd / f"results/{name}/figures/{fig}.{ext}"
                 assert f.stat().st_size > 5_000, f
+    # every figure of the run passes a reviewer's checks (issue 41; attnsvm.report.figure_check)
+    from attnsvm.report.figure_check import check_experiment
+
+    res = wd / "results"
+    defects = {
+        f"{name}/{fig}": [str(d) for d in found]
+        for name, exp in exps.items()
+        for fig, found in check_experiment(
+            res / name / "sweep.zarr", res / name / "summary.nc", exp.figures
+        ).items()
+        if found
+    }
+    assert not defects, defects
     e2 = xr.open_dataset(wd / "results/e2_local/summary.nc")
     assert float(e2["corr_fro_alpha_mean"].sel(param="W")) >= 0.99
     assert float(e2["corr_nuc_alpha_mean"].sel(param="KQ")) >= 0.99

@@ -59,15 +59,20 @@ def shrink_experiment(exp: dict[str, Any]) -> dict[str, Any]:
 
 
 def _claim_fits(claim: dict[str, Any], grid: dict[str, Any]) -> bool:
-    """Whether a claim still selects grid points once the size axes are cut: a claim about
-    sizes the shrunk config no longer has (``where: {d: 10}``) is left out of it."""
+    """Whether a claim (and its baseline) still selects grid points once the size axes are
+    cut: a claim about sizes the shrunk config no longer has (``where: {d: 10}``) is left out
+    of it."""
     from attnsvm.config.claims import condition, holds
 
-    for axis, cond in claim.get("where", {}).items():
+    wheres = [claim.get("where", {}), (claim.get("baseline") or {}).get("where") or {}]
+    for axis, cond in (item for where in wheres for item in where.items()):
         if axis in SIZE_AXES and axis in grid:
             op, operand = condition(cond)
             if not any(holds(op, v, operand) for v in grid[axis]):
                 return False
+    along = claim.get("along")
+    if along in SIZE_AXES and along in grid and claim.get("order"):
+        return all(any(holds("==", v, o) for v in grid[along]) for o in claim["order"])
     return True
 
 

@@ -2,18 +2,22 @@
 
 For every claim (:mod:`attnsvm.config.claims`) the cells it is about (``where``) are read from
 the sweep (``docs/store.md``), one :class:`Sample` per grid point: the per-seed values of the
-ok cells that meet ``given`` and have a value, and the cells left out, by reason (failed,
-nonfinite, missing, not meeting ``given``, no value, with the status of the SVM behind a
-missing value). Nothing is dropped silently: every cell of the selected points is in exactly
-one count. The kinds of claims (:data:`EVALUATORS`) then compute their rows (pooled, per
-point, per step of a trend, the fit of a slope) and the verdict (docs/science.md §13).
+ok cells that meet ``given`` and have a value (with the seed of each), and the cells left out,
+by reason (failed, nonfinite, missing, not meeting ``given``, no value, with the status of the
+SVM behind a missing value). Nothing is dropped silently: every cell of the selected points is
+in exactly one count. The kinds of claims (:data:`EVALUATORS`) then compute their rows
+(pooled, per point, per group and step of a trend, the fit of a slope) and the verdict
+(docs/science.md §13): the seed is the unit, so values of one seed at several points are
+resampled together (clusters) or paired, and a pooled interval is never narrower than the
+spread of the points it pools. Beside each claim the ledger evaluates its baseline (a control
+row that must not PASS).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,7 +26,7 @@ import xarray as xr
 from attnsvm import codes
 from attnsvm.claims import stats as S
 from attnsvm.claims.spec import CATEGORICAL, Point, select_points, trend_values
-from attnsvm.config.claims import ClaimModel, condition, holds
+from attnsvm.config.claims import ClaimModel, baseline_claim, condition, holds
 from attnsvm.sweep.summary import cell_values
 
 #: why a cell of a selected point gives no value, in the order they are checked
@@ -33,13 +37,19 @@ _SVM_PREFIXES = ("corr_", "rank_", "erank_", "objective_", "feasible_", "mratio_
 
 @dataclass
 class Sample:
-    """The cells of one grid point: the values used and the cells left out, by reason."""
+    """The cells of one grid point: the values used (``seeds``: the index of each value's
+    seed on the sweep's seed axis) and the cells left out, by reason."""
 
     point: Point
     values: np.ndarray
     cells: int
     excluded: dict[str, int]
     svm_status: dict[str, dict[str, int]] = field(default_factory=dict)
+    seeds: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.seeds is None:
+            self.seeds = np.arange(len(self.values))
 
 
 @dataclass
@@ -58,6 +68,7 @@ class Row:
     excluded: dict[str, int]
     verdict: str | None = None
     point: dict[str, Any] | None = None
+    basis: tuple = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +83,7 @@ class Row:
             "n_values": self.n_values,
             "n_cells": self.n_cells,
             "excluded": dict(self.excluded),
+            "basis": [dict(b) for b in self.basis],
         }
 
 
@@ -104,6 +116,7 @@ class _Reader:
         self.sweep = sweep
         self.axes = _axes(sweep)
         self.status = _array(sweep, "status")
+        self.n_seeds = int(sweep.sizes["seed"])
         self.svms = sweep["svm"].values.tolist() if "svm" in sweep.coords else []
         self._cache: dict[str, np.ndarray] = {}
 
@@ -174,7 +187,7 @@ def read_samples(reader: _Reader, claim: ClaimModel, points: Sequence[Point]) ->
         given = {k: reader.values(k)[idx] for k in claim.given}
         excluded = dict.fromkeys(EXCLUDED, 0)
         svm_status: dict[str, dict[str, int]] = {s: {} for s in svms}
-        used = []
+        used, seeds = [], []
         for s, code in enumerate(status):
             if code != ok:
                 known = 0 <= code < len(codes.CELL_STATUS)
@@ -191,11 +204,13 @@ def read_samples(reader: _Reader, claim: ClaimModel, points: Sequence[Point]) ->
                     svm_status[svm][name] = svm_status[svm].get(name, 0) + 1
                 continue
             used.append(float(_meets(v, claim.per_seed)) if claim.aggregate == "share" else v)
-        out.append(Sample(point, np.asarray(used, dtype=float), len(status), excluded, svm_status))
+            seeds.append(s)
+        out.append(Sample(point, np.asarray(used, dtype=float), len(status), excluded,
+                          svm_status, np.asarray(seeds, dtype=int)))  # fmt: skip
     return out
 
 
-# --------------------------------------------------------------------------- rows
+# --------------------------------------------------------------------------- intervals
 def _label(point: Point) -> str:
     return ", ".join(f"{k}={v}" for k, v in point) or "all cells"
 
@@ -204,46 +219,67 @@ def _sum_excluded(samples: Sequence[Sample]) -> dict[str, int]:
     return {k: sum(s.excluded[k] for s in samples) for k in EXCLUDED}
 
 
-def _strata(samples: Sequence[Sample]) -> list[np.ndarray]:
-    """The bootstrap strata of a group of points: each point's values, except that points with
-    a single value are resampled together (a stratum needs two values to be resampled), and
-    a lone one joins the largest stratum."""
-    strata = [s.values for s in samples if len(s.values) > 1]
-    single = [s.values for s in samples if len(s.values) == 1]
-    if len(single) > 1:
-        strata.append(np.concatenate(single))
-    elif single and strata:
-        k = max(range(len(strata)), key=lambda i: len(strata[i]))
-        strata[k] = np.concatenate([strata[k], single[0]])
-    elif single:
-        strata.append(single[0])
-    return strata
-
-
-def _interval(claim: ClaimModel, samples: Sequence[Sample], confidence: float, seed: int):
-    """The claim's aggregate over ``samples`` and its interval (:mod:`attnsvm.claims.stats`)."""
-    strata = _strata(samples)
-    n = sum(len(v) for v in strata)
-    if claim.aggregate == "share":
-        return S.binomial_interval(int(sum(v.sum() for v in strata)), n, confidence)
-    if n < S.MIN_VALUES:
-        estimate = float(_agg(claim)(np.concatenate(strata), -1)) if n else math.nan
-        return S.Interval.none(confidence, f"fewer than {S.MIN_VALUES} values", estimate)
-    agg = _agg(claim)
-    return S.bootstrap_interval(
-        strata, lambda xs, axis: agg(np.concatenate(xs, axis=axis), axis), confidence, seed
-    )
-
-
 def _agg(claim: ClaimModel) -> S.Aggregate:
     return S.aggregate_function(claim.aggregate, claim.q)
 
 
-def _row(level, label, interval, samples, verdict=None, point=None) -> Row:
+def _estimate(claim: ClaimModel, samples: Sequence[Sample]) -> float:
+    """The aggregate of every used value of ``samples`` (a mean: of the seeds' averages)."""
+    if claim.aggregate == "mean":
+        u = _cluster_means(samples)[1]
+        return float(u.mean()) if len(u) else math.nan
+    values = np.concatenate([s.values for s in samples]) if samples else np.array([])
+    return float(_agg(claim)(values, -1)) if len(values) else math.nan
+
+
+def _cluster_means(samples: Sequence[Sample]) -> tuple[np.ndarray, np.ndarray]:
+    """The seeds with a value at one or more of ``samples`` and each one's average over
+    them (the seed as the unit: its values at several points are one cluster)."""
+    if not samples:
+        return np.array([], dtype=int), np.array([])
+    seeds = np.concatenate([s.seeds for s in samples])
+    values = np.concatenate([s.values for s in samples])
+    keys, inverse = np.unique(seeds, return_inverse=True)
+    sums = np.bincount(inverse, weights=values, minlength=len(keys))
+    return keys, sums / np.bincount(inverse, minlength=len(keys))
+
+
+def _point_interval(claim, sample: Sample, level: float, seed: int) -> S.Interval:
+    return S.aggregate_interval(claim.aggregate, sample.values, level, seed, claim.q)
+
+
+def _spread(claim, samples: Sequence[Sample]) -> tuple[float, float] | None:
+    estimates = [_estimate(claim, [s]) for s in samples if len(s.values)]
+    return (min(estimates), max(estimates)) if len(estimates) > 1 else None
+
+
+def pooled_interval(claim, samples: Sequence[Sample], level: float, seed: int) -> S.Interval:
+    """The interval of the claim's aggregate pooled over several points at ``level``
+    (docs/science.md §13): a mean over the seeds' averages across the points (seeds as
+    clusters), widened to the spread of the points' estimates; a median, quantile or share
+    as the union of the points' intervals at the Bonferroni level."""
+    if len(samples) == 1:
+        return _point_interval(claim, samples[0], level, seed)
+    estimate = _estimate(claim, samples)
+    if claim.aggregate == "mean":
+        _, u = _cluster_means(samples)
+        iv = S.mean_interval(u, level, seed)
+        if not iv.defined:
+            return replace(iv, estimate=estimate)
+        iv = replace(iv, method=f"{S.MEAN} over seed clusters")
+        spread = _spread(claim, samples)
+        return S.widen(iv, *spread, "widened to the points' spread") if spread else iv
+    each = S.bonferroni(level, len(samples))
+    parts = [_point_interval(claim, s, each, seed) for s in samples]
+    return S.union(parts, estimate, level)
+
+
+# --------------------------------------------------------------------------- rows
+def _row(level, label, interval: S.Interval, samples, verdict=None, point=None) -> Row:
     return Row(
         level, label, interval.estimate, interval.lo, interval.hi, interval.confidence,
         interval.method, sum(len(s.values) for s in samples), sum(s.cells for s in samples),
-        _sum_excluded(samples), verdict, point,
+        _sum_excluded(samples), verdict, point, interval.basis,
     )  # fmt: skip
 
 
@@ -256,21 +292,31 @@ class Outcome:
     rows: list[Row]
 
 
-def _level(claim, samples: list[Sample], seed: Callable[[str], int]) -> Outcome:
-    """Level claim: pooled over the selected cells and per grid point (docs/science.md §13)."""
+Seeder = Callable[[str], int]
+
+
+def _level(claim, samples: list[Sample], seed: Seeder, axes) -> Outcome:
+    """Level claim (docs/science.md §13): each grid point at the Bonferroni level over the
+    points; ``scope: every`` needs every point, ``scope: pooled`` decides on the pooled
+    interval (:func:`pooled_interval`), the points' verdicts showing which fail."""
     c = claim.confidence
-    pooled_iv = _interval(claim, samples, c, seed("pooled"))
-    pooled = _row("pooled", "pooled", pooled_iv, samples,
-                  S.verdict(pooled_iv.lo, pooled_iv.hi, claim.op, claim.threshold))  # fmt: skip
-    c_point = S.bonferroni(c, len(samples)) if claim.scope == "every" else c
+    c_point = S.bonferroni(c, len(samples))
     points = []
     for s in samples:
-        iv = _interval(claim, [s], c_point, seed(_label(s.point)))
+        iv = _point_interval(claim, s, c_point, seed(_label(s.point)))
         v = S.verdict(iv.lo, iv.hi, claim.op, claim.threshold)
         points.append(_row("point", _label(s.point), iv, [s], v, dict(s.point)))
-    if claim.scope == "every":
+    if claim.scope == "every" or len(samples) == 1:
         head = _deciding(points, claim.op, claim.threshold)
-        return Outcome(S.combine([r.verdict for r in points]), head, [pooled, *points])
+        return Outcome(S.combine([r.verdict for r in points]), head, points)
+    if claim.aggregate == "mean":
+        pooled_iv = pooled_interval(claim, samples, c, seed("pooled"))
+    else:  # the union of the points' intervals above
+        ivs = [S.Interval(r.estimate, r.lo, r.hi, r.confidence, r.method, r.n_values, r.basis)
+               for r in points]  # fmt: skip
+        pooled_iv = S.union(ivs, _estimate(claim, samples), c)
+    pooled = _row("pooled", "pooled", pooled_iv, samples,
+                  S.verdict(pooled_iv.lo, pooled_iv.hi, claim.op, claim.threshold))  # fmt: skip
     return Outcome(pooled.verdict, pooled, [pooled, *points])
 
 
@@ -291,47 +337,86 @@ def _margin(row: Row, op: str, threshold: Any) -> float:
     return row.lo - threshold if op in (">=", ">") else threshold - row.hi
 
 
-def _groups(claim, reader: _Reader, samples: list[Sample], points) -> list[tuple[Any, list]]:
-    values = trend_values(reader.axes, points, claim.along, claim.order)
+def _groups(claim, axes, samples: list[Sample], points) -> list[tuple[Any, list]]:
+    values = trend_values(axes, points, claim.along, claim.order)
     return [(v, [s for s in samples if holds("==", dict(s.point)[claim.along], v)]) for v in values]
 
 
 def _group_rows(claim, groups, seed) -> list[Row]:
     rows = []
     for v, members in groups:
-        iv = _interval(claim, members, claim.confidence, seed(f"{claim.along}={v}"))
+        iv = pooled_interval(claim, members, claim.confidence, seed(f"{claim.along}={v}"))
         rows.append(_row("group", f"{claim.along}={v}", iv, members, point={claim.along: v}))
     return rows
 
 
-def _too_few(members: Sequence[Sample]) -> bool:
-    return sum(len(s.values) for s in members) < S.MIN_VALUES
+def _others(point: Point, along: str) -> Point:
+    return tuple((k, v) for k, v in point if k != along)
 
 
-def _monotone(claim, samples, seed, reader, points) -> Outcome:
+def _per_seed(samples: Sequence[Sample]) -> dict[int, float]:
+    keys, u = _cluster_means(samples)
+    return dict(zip(keys.tolist(), u.tolist(), strict=True))
+
+
+def _paired(groups_values: Sequence[dict[int, float]]) -> tuple[list[int], np.ndarray]:
+    """The seeds with a value in every group and their values (seeds, groups)."""
+    common = sorted(set.intersection(*(set(g) for g in groups_values)))
+    return common, np.array([[g[s] for g in groups_values] for s in common]).reshape(
+        len(common), len(groups_values)
+    )
+
+
+def _sub_estimates(claim, groups, weights) -> list[float]:
+    """``sum_j w_j mean_j`` at each combination of the other axes present in every group:
+    the steps or slopes that a pooled one averages (its interval covers their spread)."""
+    by_other = [{_others(s.point, claim.along): s for s in g} for _, g in groups]
+    shared = set.intersection(*(set(b) for b in by_other))
+    out = []
+    for key in shared:
+        means = [_estimate(claim, [b[key]]) for b in by_other]
+        if all(math.isfinite(m) for m in means):
+            out.append(float(np.dot(weights, means)))
+    return out if len(out) > 1 else []
+
+
+def _paired_interval(claim, groups, weights, level, seed: int, what: str) -> S.Interval:
+    """``sum_j w_j mean_j`` of a mean along a trend: per seed over the seeds with a value in
+    every group (paired), widened to the spread of the same at each combination of the
+    other axes."""
+    seeds, u = _paired([_per_seed(g) for _, g in groups])
+    per_seed = u @ np.asarray(weights) if len(seeds) else np.array([])
+    iv = S.mean_interval(per_seed, level, seed)
+    if not iv.defined:
+        return iv
+    iv = replace(iv, method=f"{S.MEAN} of {what} per seed")
+    spread = _sub_estimates(claim, groups, weights)
+    if spread:
+        iv = S.widen(iv, min(spread), max(spread), "widened to the other axes' spread")
+    return iv
+
+
+def _monotone(claim, samples, seed, axes, points) -> Outcome:
     """Monotone trend: every step between consecutive axis values moves in ``direction``, up
-    to ``tolerance`` against it (Bonferroni over the steps; docs/science.md §13)."""
-    groups = _groups(claim, reader, samples, points)
+    to ``tolerance`` against it, each step at the Bonferroni level over the steps
+    (docs/science.md §13): a step of means on the paired seeds, any other as the difference
+    of the two groups' intervals."""
+    groups = _groups(claim, axes, samples, points)
     sign = 1.0 if claim.direction == "increasing" else -1.0
     c_step = S.bonferroni(claim.confidence, len(groups) - 1)
-    agg = _agg(claim)
     steps = []
     for (a, ga), (b, gb) in zip(groups, groups[1:], strict=False):
-        sa, sb = _strata(ga), _strata(gb)
         label = f"{claim.along}: {a} -> {b}"
-        if claim.aggregate == "share":
-            iv = _share_step(ga, gb, sign, c_step)
-        elif _too_few(ga) or _too_few(gb):
-            iv = S.Interval.none(c_step, f"fewer than {S.MIN_VALUES} values in a group")
+        est = sign * (_estimate(claim, gb) - _estimate(claim, ga))
+        if claim.aggregate == "mean":
+            iv = _paired_interval(claim, [(a, ga), (b, gb)], [-sign, sign], c_step,
+                                  seed(label), "steps")  # fmt: skip
+            iv = replace(iv, estimate=est)
         else:
-            k = len(sa)
-
-            def stat(xs, axis, k=k):
-                left = agg(np.concatenate(xs[:k], axis=axis), axis)
-                right = agg(np.concatenate(xs[k:], axis=axis), axis)
-                return sign * (right - left)
-
-            iv = S.bootstrap_interval([*sa, *sb], stat, c_step, seed(label))
+            each = S.bonferroni(c_step, 2)
+            ia = pooled_interval(claim, ga, each, seed(f"{label}/a"))
+            ib = pooled_interval(claim, gb, each, seed(f"{label}/b"))
+            iv = S.difference(ia, ib, sign, c_step, est)
         v = S.verdict(iv.lo, iv.hi, ">=", -claim.tolerance)
         steps.append(_row("step", label, iv, [*ga, *gb], v))
     head = _deciding(steps, ">=", -claim.tolerance)
@@ -339,86 +424,139 @@ def _monotone(claim, samples, seed, reader, points) -> Outcome:
     return Outcome(S.combine([r.verdict for r in steps]), head, rows)
 
 
-def _share_step(ga: list[Sample], gb: list[Sample], sign: float, confidence: float):
-    """A step between two shares: the difference of their exact binomial intervals, each at
-    ``1 - (1 - confidence) / 2`` (conservative; never the degenerate [0, 0] a bootstrap
-    gives two groups whose seeds all agree)."""
-    each = S.bonferroni(confidence, 2)
-    a, b = (
-        S.binomial_interval(int(sum(s.values.sum() for s in g)), sum(len(s.values) for s in g),
-                            each)
-        for g in (ga, gb)
-    )  # fmt: skip
-    if not (math.isfinite(a.estimate) and math.isfinite(b.estimate)):
-        return S.Interval.none(confidence, "no values in a group")
-    lo, hi = (b.lo - a.hi, b.hi - a.lo) if sign > 0 else (a.lo - b.hi, a.hi - b.lo)
-    est = sign * (b.estimate - a.estimate)
-    return S.Interval(est, lo, hi, confidence, "exact binomial, difference of intervals")
-
-
-def _slope(claim, samples, seed, reader, points) -> Outcome:
+def _slope(claim, samples, seed, axes, points) -> Outcome:
     """Slope (an exponent with ``x: log, y: log``) of the aggregate against the axis: least
-    squares over the axis values, its interval from the stratified bootstrap."""
-    groups = _groups(claim, reader, samples, points)
+    squares over the axis values; its interval from the per-seed slopes for a mean on a
+    linear y, else from the groups' intervals at the Bonferroni level (the extremes of the
+    slope over their box; docs/science.md §13)."""
+    groups = _groups(claim, axes, samples, points)
     x = np.array([float(v) for v, _ in groups])
     x = np.log(x) if claim.x == "log" else x
-    agg = _agg(claim)
-    members = [_strata(g) for _, g in groups]
-    sizes = [len(m) for m in members]
+    w = S.ols_weights(x)
     everyone = [s for _, g in groups for s in g]
-    label = f"slope along {claim.along}" + (f" ({claim.x} x, {claim.y} y)")
-    if any(_too_few(g) for _, g in groups):
-        iv = S.Interval.none(claim.confidence, f"fewer than {S.MIN_VALUES} values in a group")
+    label = f"slope along {claim.along} ({claim.x} x, {claim.y} y)"
+    y = np.array([_estimate(claim, g) for _, g in groups])
+    if claim.y == "log":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            y = np.where(y > 0, np.log(np.where(y > 0, y, 1.0)), np.nan)
+    est = float(np.dot(w, y))
+    if claim.aggregate == "mean" and claim.y == "linear":
+        iv = replace(_paired_interval(claim, groups, w, claim.confidence, seed("slope"),
+                                      "slopes"), estimate=est)  # fmt: skip
     else:
-
-        def stat(xs, axis):
-            ys, start = [], 0
-            for k in sizes:
-                ys.append(agg(np.concatenate(xs[start : start + k], axis=axis), axis))
-                start += k
-            y = np.stack(ys, axis=-1)
-            if claim.y == "log":
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    y = np.where(y > 0, np.log(np.where(y > 0, y, 1.0)), np.nan)
-            return S.ols_slope(x, y)
-
-        iv = S.bootstrap_interval([m for g in members for m in g], stat, claim.confidence,
-                                  seed("slope"))  # fmt: skip
+        each = S.bonferroni(claim.confidence, len(groups))
+        ivs = [pooled_interval(claim, g, each, seed(f"{claim.along}={v}/fit")) for v, g in groups]
+        iv = S.combination(w, ivs, claim.confidence, est, log=claim.y == "log")
     fit = _row("fit", label, iv, everyone, S.verdict(iv.lo, iv.hi, claim.op, claim.threshold))
     return Outcome(fit.verdict, fit, [*_group_rows(claim, groups, seed), fit])
 
 
-#: how each kind of claim is evaluated (docs/claims.md, "A new kind of claim")
+#: how each kind of claim is evaluated (docs/claims.md, "A new kind of claim"):
+#: ``(claim, samples, seeder, axes, points) -> Outcome``
 EVALUATORS: Mapping[str, Callable[..., Outcome]] = {
-    "level": lambda claim, samples, seed, reader, points: _level(claim, samples, seed),
+    "level": lambda claim, samples, seed, axes, points: _level(claim, samples, seed, axes),
     "monotone": _monotone,
     "slope": _slope,
 }
 
 
-def evaluate_claim(sweep: xr.Dataset | _Reader, claim: ClaimModel, experiment: str) -> dict:
+def outcome(claim: ClaimModel, samples: list[Sample], axes, points, seeder: Seeder) -> Outcome:
+    """The rows and verdict of ``claim`` on ``samples`` (one per point of ``points``; none:
+    INCONCLUSIVE, e.g. a baseline at grid points a store does not have)."""
+    if not samples:
+        row = _row("pooled", "no grid point", S.Interval.none(claim.confidence, "no grid point"),
+                   [])  # fmt: skip
+        return Outcome("INCONCLUSIVE", row, [row])
+    return EVALUATORS[claim.kind](claim, samples, seeder, axes, points)
+
+
+# --------------------------------------------------------------------------- baselines
+def apply_null(claim: ClaimModel, null: str | None, samples: list[Sample], rng) -> list[Sample]:
+    """``samples`` under a baseline's null model (:data:`attnsvm.config.claims.NULLS`):
+    ``shuffle`` deals the values of the points that differ only along the trend's axis out
+    again at random (each point keeps its number of values and their seeds: no trend is left,
+    whatever cells are missing), ``sign`` gives each seed's deviation from the threshold a
+    random sign (the same at every point: no effect is left)."""
+    if null is None:
+        return samples
+    out = [replace(s, values=s.values.copy()) for s in samples]
+    if null == "sign":
+        n_seeds = 1 + max((int(s.seeds.max()) for s in out if len(s.seeds)), default=0)
+        t = float(np.mean(claim.threshold))
+        flips = rng.choice([-1.0, 1.0], size=n_seeds)
+        for s in out:
+            s.values = t + flips[s.seeds] * (s.values - t)
+        return out
+    by_other: dict[Point, list[Sample]] = {}
+    for s in out:
+        by_other.setdefault(_others(s.point, claim.along), []).append(s)
+    for members in by_other.values():
+        pooled = rng.permutation(np.concatenate([m.values for m in members]))
+        start = 0
+        for m in members:
+            m.values = pooled[start : start + len(m.values)]
+            start += len(m.values)
+    return out
+
+
+def baseline_entry(reader: _Reader, claim: ClaimModel, seeder: Seeder) -> dict | None:
+    """The control row of a claim: its baseline evaluated like the claim (None without)."""
+    base = baseline_claim(claim)
+    if base is None:
+        return None
+    points = select_points(reader.axes, base.where)
+    samples = read_samples(reader, base, points)
+    rng = np.random.default_rng(seeder("baseline/null"))
+    samples = apply_null(base, claim.baseline.null_model, samples, rng)
+    res = outcome(base, samples, reader.axes, points, lambda label: seeder(f"baseline/{label}"))
+    head = res.headline
+    return {
+        "name": claim.baseline.name,
+        **{k: v for k, v in claim.baseline.model_dump(mode="json").items() if k != "name"},
+        "verdict": res.verdict,
+        "passes": res.verdict == "PASS",
+        "estimate": _num(head.estimate),
+        "interval": [_num(head.lo), _num(head.hi)],
+        "interval_confidence": head.confidence,
+        "method": head.method,
+        "decided_by": head.label,
+        "n_values": sum(len(s.values) for s in samples),
+        "n_cells": sum(s.cells for s in samples),
+        "excluded": _sum_excluded(samples),
+        "basis": [dict(b) for b in head.basis],
+    }
+
+
+# --------------------------------------------------------------------------- the entry
+def evaluate_claim(
+    sweep: xr.Dataset | _Reader, claim: ClaimModel, experiment: str, confidence: float | None
+    = None,
+) -> dict:  # fmt: skip
     """The ledger entry of one claim (docs/claims.md, "The ledger"): the claim as written,
-    its verdict, headline estimate and interval, the counts of cells used and left out, and
-    every row of evidence."""
+    its verdict, headline estimate and interval, the counts of cells used and left out,
+    every row of evidence and its control row (:func:`baseline_entry`).
+    ``confidence``: evaluate at this level instead of the claim's (the family-wise gate)."""
     reader = sweep if isinstance(sweep, _Reader) else _Reader(sweep)
+    if confidence is not None:
+        claim = claim.model_copy(update={"confidence": confidence})
     points = select_points(reader.axes, claim.where)
     samples = read_samples(reader, claim, points)
 
     def seed(label: str) -> int:
         return S.seed_of(experiment, claim.name, label)
 
-    outcome = EVALUATORS[claim.kind](claim, samples, seed, reader, points)
-    head = outcome.headline
+    res = outcome(claim, samples, reader.axes, points, seed)
+    head = res.headline
     svm_status: dict[str, dict[str, int]] = {}
     for s in samples:
         for svm, counts in s.svm_status.items():
             into = svm_status.setdefault(svm, {})
             for k, n in counts.items():
                 into[k] = into.get(k, 0) + n
-    return {
+    entry = {
         "experiment": experiment,
         **claim.model_dump(mode="json"),
-        "verdict": outcome.verdict,
+        "verdict": res.verdict,
         "estimate": _num(head.estimate),
         "interval": [_num(head.lo), _num(head.hi)],
         "interval_confidence": head.confidence,
@@ -429,8 +567,11 @@ def evaluate_claim(sweep: xr.Dataset | _Reader, claim: ClaimModel, experiment: s
         "n_values": sum(len(s.values) for s in samples),
         "excluded": _sum_excluded(samples),
         "no_value_svm_status": svm_status,
-        "rows": [r.as_dict() for r in outcome.rows],
+        "rows": [r.as_dict() for r in res.rows],
     }
+    if confidence is None:
+        entry["control"] = baseline_entry(reader, claim, seed)
+    return entry
 
 
 def evaluate_claims(sweep: xr.Dataset, claims: Sequence[ClaimModel], experiment: str) -> list:

@@ -11,7 +11,12 @@ its claims (:mod:`attnsvm.claims.evaluate`) and writes
   fit), every column a plain value, for ``pandas.read_csv``.
 
 Both are deterministic (no time stamps; the bootstrap is seeded): the same sweep and claims
-give the same files. :func:`text_table` is what ``attnsvm claims`` prints.
+give the same files. Each entry also holds its control row (``control``: the claim's baseline,
+which must not PASS), whether the experiment's seeds can decide it (``design``,
+:mod:`attnsvm.claims.design`) and, for a FAIL, the smallest family-wise level at which it
+still FAILs (``fail_p``), from which :func:`holm_gate` decides the exit status of ``attnsvm
+claims`` over all the claims of a config (Holm's step-down procedure). :func:`text_table` is
+what ``attnsvm claims`` prints, :func:`gate_text` and :func:`summary_lines` its last lines.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +33,20 @@ import numpy
 import scipy
 
 from attnsvm.atomic import write_text_atomic
-from attnsvm.claims.evaluate import EXCLUDED, evaluate_claims
+from attnsvm.claims.design import by_design, decidability, seeds_needed
+from attnsvm.claims.evaluate import EXCLUDED, _Reader, evaluate_claim
 from attnsvm.claims.spec import claims_from_json
 from attnsvm.claims.stats import VERDICTS
-from attnsvm.config.claims import condition
+from attnsvm.config.claims import ClaimModel, condition
 from attnsvm.provenance import ATTNSVM_VERSION
 from attnsvm.sweep.derived import check_record, claims_inputs, record_of, write_record
 from attnsvm.sweep.integrity import load_verified
 
-LEDGER_FORMAT = "attnsvm-claims-1"
+LEDGER_FORMAT = "attnsvm-claims-2"
+#: the family-wise error rate of the exit gate (Holm over every claim of a config)
+FAMILY_ALPHA = 0.05
+#: the smallest level a FAIL is tried at, as a share of its own 1 - confidence: 2^-12
+_FAIL_P_STEPS = 48
 #: the columns of claims.csv, in order
 CSV_COLUMNS = (
     "experiment", "claim", "kind", "claim_verdict", "level", "label", "verdict", "estimate",
@@ -66,6 +76,39 @@ def ledger(entries: list[dict], experiment: str) -> dict[str, Any]:
     }
 
 
+def fail_p(reader: _Reader, claim: ClaimModel, experiment: str) -> float:
+    """The smallest ``1 - level`` on the grid ``(1 - c) 2^(-i/4)`` at which a FAILing claim
+    still FAILs when evaluated at that level (1.0 for a claim that does not FAIL at its own
+    level c): its p-value for the family-wise gate, rounded up to the grid (conservative)."""
+    alpha = 1.0 - claim.confidence
+
+    def fails(i: int) -> bool:
+        level = 1.0 - alpha * 2.0 ** (-i / 4)
+        return evaluate_claim(reader, claim, experiment, confidence=level)["verdict"] == "FAIL"
+
+    lo, hi = 0, _FAIL_P_STEPS  # fails(lo); find the last i that fails
+    if fails(hi):
+        return alpha * 2.0 ** (-hi / 4)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fails(mid) else (lo, mid)
+    return alpha * 2.0 ** (-lo / 4)
+
+
+def ledger_entries(sweep, claims: Sequence[ClaimModel], experiment: str) -> list[dict]:
+    """The ledger entries of ``claims`` on a sweep (a Dataset): each evaluated with its
+    control row, its design (:func:`~attnsvm.claims.design.decidability` at the sweep's
+    seeds) and, for a FAIL, its ``fail_p``."""
+    reader = _Reader(sweep)
+    out = []
+    for claim in claims:
+        entry = evaluate_claim(reader, claim, experiment)
+        entry["design"] = decidability(claim, reader.axes, reader.n_seeds)
+        entry["fail_p"] = fail_p(reader, claim, experiment) if entry["verdict"] == "FAIL" else 1.0
+        out.append(entry)
+    return out
+
+
 def evaluate_store(
     sweep_path: str | os.PathLike, claims: Sequence[Any], experiment: str
 ) -> list[dict]:
@@ -74,7 +117,36 @@ def evaluate_store(
     if not claims:
         return []
     # read only the variables the claims name (verified first, every file hashed)
-    return evaluate_claims(load_verified(sweep_path, lazy=True), claims, experiment)
+    return ledger_entries(load_verified(sweep_path, lazy=True), claims, experiment)
+
+
+def blocks_of_plan(sweep_path: str | os.PathLike, planned: Mapping[str, str]) -> int:
+    """How many of the planned blocks (``{block: cells digest}``) the sweep store at
+    ``sweep_path`` was collected from, with the same cells (its ``blocks`` attribute,
+    docs/store.md): all of them for a store of this config's run."""
+    import xarray as xr  # the ledger's readers only
+
+    with xr.open_zarr(sweep_path) as ds:
+        recorded = json.loads(ds.attrs.get("blocks", "{}"))
+    return sum(
+        1 for b, digest in planned.items() if (recorded.get(b) or {}).get("cells_digest") == digest
+    )
+
+
+def holm_gate(entries: Sequence[dict], alpha: float = FAMILY_ALPHA) -> dict[str, Any]:
+    """The family-wise exit gate (docs/science.md §13): Holm's step-down procedure over the
+    claims' ``fail_p`` (1 for a claim that does not FAIL). The k-th smallest is rejected
+    while ``p_(k) <= alpha / (m - k + 1)``; a rejected claim's FAIL holds family-wise, and
+    the gate fails when one does: the chance that the gate fails while every claim is true
+    is at most ``alpha``, however many claims there are."""
+    m = len(entries)
+    ps = sorted((e.get("fail_p", 1.0), f"{e['experiment']}/{e['name']}") for e in entries)
+    held = []
+    for k, (p, name) in enumerate(ps):
+        if p > alpha / (m - k):
+            break
+        held.append(name)
+    return {"alpha": alpha, "claims": m, "held": held, "passes": not held}
 
 
 def write_ledger(
@@ -195,6 +267,14 @@ def csv_rows(entries: Sequence[dict]) -> list[dict[str, Any]]:
             "n_values": e["n_values"], "n_cells": e["n_cells"], **e["excluded"],
         }  # fmt: skip
         out.append({**common, **head})
+        c = e.get("control")
+        if c:
+            out.append({
+                **common, "level": "control", "label": c["name"], "verdict": c["verdict"],
+                "estimate": c["estimate"], "lo": c["interval"][0], "hi": c["interval"][1],
+                "confidence": c["interval_confidence"], "method": c["method"],
+                "n_values": c["n_values"], "n_cells": c["n_cells"], **c["excluded"],
+            })  # fmt: skip
         for r in e["rows"]:
             row = {
                 "level": r["level"], "label": r["label"], "verdict": r["verdict"],
@@ -214,15 +294,79 @@ def csv_text(entries: Sequence[dict]) -> str:
     return frame.to_csv(index=False, lineterminator="\n")
 
 
+def control_text(entry: dict) -> str | None:
+    """The control row in words: ``control (the nuclear SVM): FAIL, 0.85 [0.83, 0.87]``,
+    flagged when the baseline passes; None for a claim without one."""
+    c = entry.get("control")
+    if not c:
+        return None
+    lo, hi = c["interval"]
+    iv = f"[{fmt(lo)}, {fmt(hi)}]" if lo is not None and hi is not None else f"({c['method']})"
+    text = f"control ({c['name']}): {c['verdict']}, {fmt(c['estimate'])} {iv}"
+    if c["passes"]:
+        text += "  !! the baseline passes: the claim cannot tell the theory from it"
+    return text
+
+
+def design_note(entry: dict) -> str | None:
+    """``INCONCLUSIVE by design: 8 seeds per grid point cannot decide it; 24 would`` for an
+    INCONCLUSIVE claim its configured seeds cannot decide (None otherwise)."""
+    d = entry.get("design")
+    if entry["verdict"] != "INCONCLUSIVE" or not by_design(d):
+        return None
+    need = seeds_needed(d)
+    would = f"{need} would" if need is not None else "no number of seeds would"
+    return f"INCONCLUSIVE by design: {d['seeds']} seeds per grid point cannot decide it; {would}"
+
+
 def text_table(entries: Sequence[dict]) -> str:
-    """The claims as a plain-text table (``attnsvm claims``): verdict, claim, evidence."""
+    """The claims as a plain-text table (``attnsvm claims``): verdict, claim, evidence, its
+    control row, whether its seeds could decide it, and where it fails."""
     lines = []
     for e in entries:
         lines.append(f"{e['verdict']:<12} {e['experiment']}/{e['name']}: {e['statement']}")
         lines.append(f"{'':<12} {evidence_text(e)}")
+        for extra in (control_text(e), design_note(e)):
+            if extra:
+                lines.append(f"{'':<12} {extra}")
         where = [r for r in e["rows"] if r["verdict"] in ("FAIL", "INCONCLUSIVE")]
         if e["verdict"] != "PASS" and len(e["rows"]) > 1 and where:
             shown = ", ".join(f"{r['label']}: {r['verdict']}" for r in where[:6])
             more = f" (+{len(where) - 6} more)" if len(where) > 6 else ""
             lines.append(f"{'':<12} where: {shown}{more}")
     return "\n".join(lines)
+
+
+def gate_text(gate: dict[str, Any]) -> str:
+    """The family-wise gate in one line (:func:`holm_gate`)."""
+    head = (f"family-wise gate (Holm over {gate['claims']} claim(s), alpha "
+            f"{gate['alpha']:g}): ")  # fmt: skip
+    if gate["passes"]:
+        return head + "no FAIL holds family-wise: passes"
+    return head + f"{len(gate['held'])} FAIL(s) hold family-wise ({', '.join(gate['held'])}): fails"
+
+
+def summary_lines(entries: Sequence[dict]) -> list[str]:
+    """What the verdicts add up to: the INCONCLUSIVE ones by design with the seeds that would
+    decide each, and the claims whose baseline passes."""
+    lines = []
+    inconclusive = [e for e in entries if e["verdict"] == "INCONCLUSIVE"]
+    designed = [e for e in inconclusive if by_design(e.get("design"))]
+    if designed:
+        need = ", ".join(
+            f"{e['experiment']}/{e['name']} {seeds_needed(e['design']) or 'none'}" for e in designed
+        )
+        lines.append(
+            f"INCONCLUSIVE by design: {len(designed)} of the {len(inconclusive)} INCONCLUSIVE "
+            "claim(s) cannot be decided with the seeds this config gives them (a small run "
+            f"by design); seeds per grid point that would decide each: {need}"
+        )
+    controls = [e for e in entries if e.get("control")]
+    passing = [f"{e['experiment']}/{e['name']}" for e in controls if e["control"]["passes"]]
+    if passing:
+        lines.append(f"baselines that PASS (the claim cannot tell the theory from them): "
+                     f"{', '.join(passing)}")  # fmt: skip
+    else:
+        lines.append(f"control rows: no baseline passes ({len(controls)} of {len(entries)} "
+                     "claim(s) name one)")  # fmt: skip
+    return lines

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from attnsvm import codes
-from attnsvm.config.claims import Claim, ClaimModel, condition, holds
+from attnsvm.config.claims import Claim, ClaimModel, baseline_claim, condition, holds
 from attnsvm.config.errors import ConfigError
 from attnsvm.config.grid import Experiment
 
@@ -95,6 +95,12 @@ def check_claims(exp: Experiment) -> None:
             _check(exp, claim)
         except _Bad as bad:
             raise ConfigError(f"{where}: {bad}") from None
+        base = baseline_claim(claim)
+        try:
+            if base is not None:
+                _check(exp, base)
+        except _Bad as bad:
+            raise ConfigError(f"{where}: baseline: {bad}") from None
 
 
 class _Bad(ValueError):

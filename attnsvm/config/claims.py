@@ -141,6 +141,43 @@ Condition = Annotated[
 Number = Annotated[float, Field(strict=False, allow_inf_nan=False)]
 
 
+#: the null models a baseline may take instead of another variable or regime (docs/claims.md)
+NULLS = ("shuffle", "sign")
+
+
+class Baseline(BaseModel):
+    """What must not satisfy a claim: the claim evaluated on another variable, regime or a
+    null (docs/claims.md, "Baselines"); the ledger shows it as a control row beside the
+    claim and flags a claim whose baseline passes."""
+
+    model_config = _STRICT
+    name: str = Field(description="the baseline in words, e.g. 'the nuclear SVM'")
+    variable: str | None = Field(None, description="instead of the claim's variable")
+    minus: Annotated[
+        Any,
+        AfterValidator(_variables),
+        WithJsonSchema(
+            {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+        ),
+    ] = Field(None, description="instead of the claim's minus")
+    where: Conditions | None = Field(None, description="instead of the claim's where")
+    given: Conditions | None = Field(None, description="instead of the claim's given")
+    null_model: Literal[NULLS] | None = Field(
+        None,
+        description="shuffle: each seed's values permuted along a trend's axis (no trend); "
+        "sign: each seed's deviation from a level's threshold given a random sign",
+    )
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> Baseline:
+        keys = ("variable", "minus", "where", "given", "null_model")
+        if all(getattr(self, k) is None for k in keys):
+            raise _Problem(
+                "a baseline names what it changes: variable, minus, where, given or null_model"
+            )
+        return self
+
+
 class _Claim(BaseModel):
     """What every claim says (docs/claims.md)."""
 
@@ -184,9 +221,18 @@ class _Claim(BaseModel):
     confidence: Annotated[float, Field(ge=0.5, lt=1, strict=False)] = Field(
         DEFAULT_CONFIDENCE, description="confidence level of the intervals"
     )
+    baseline: Baseline | None = Field(
+        None, description="what must not satisfy the claim: its control row (docs/claims.md)"
+    )
 
     @model_validator(mode="after")
     def _aggregate_needs(self) -> _Claim:
+        null = self.baseline.null_model if self.baseline is not None else None
+        trend = getattr(self, "kind", "level") != "level"
+        if null == "shuffle" and not trend:
+            raise _Problem("baseline null_model 'shuffle' permutes a trend's axis: none in a level")
+        if null == "sign" and (trend or self.aggregate == "share"):
+            raise _Problem("baseline null_model 'sign' goes with a level claim on numbers")
         if (self.aggregate == "quantile") != (self.q is not None):
             raise _Problem("'q' goes with aggregate: quantile, and only with it")
         if (self.aggregate == "share") != (self.per_seed is not None):
@@ -290,3 +336,16 @@ Claim = Annotated[
 """One claim of an experiment (a :data:`CLAIM_KINDS` model, chosen by its ``kind``)."""
 
 ClaimModel = LevelClaim | MonotoneClaim | SlopeClaim
+
+
+def baseline_claim(claim: ClaimModel) -> ClaimModel | None:
+    """The claim as its baseline states it (its control row), or None without one; a null
+    model is applied to the values by the evaluation (:mod:`attnsvm.claims.evaluate`)."""
+    b = claim.baseline
+    if b is None:
+        return None
+    update: dict[str, Any] = {"baseline": None}
+    for key in ("variable", "minus", "where", "given"):
+        if getattr(b, key) is not None:  # None: the claim's own
+            update[key] = getattr(b, key)
+    return claim.model_copy(update=update)

@@ -61,13 +61,23 @@ rule every new field should use)."""
 @dataclass(frozen=True)
 class Probe:
     """How a test shows that a field is consumed: a cell of ``base`` settings (on top of
-    :data:`PROBE_BASE`) and the same cell with the field set to ``value`` must store different
-    results, in what the field's stages produce (``tests/test_fields.py``)."""
+    :data:`PROBE_BASE`) and the same cell with the field set to ``value``, run through the
+    same training loop, must store results that differ by more than rounding
+    (:data:`PROBE_RTOL`), in what the field's stages produce (``tests/test_fields.py``)."""
 
     value: Any
     base: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: A probe's change must exceed this relative to the variable's largest value: two loops (or
+#: two kernels) differ by rounding, a field that is read changes far more.
+PROBE_RTOL = 1e-9
+#: The routes of the Frobenius and nuclear SVMs' route tables (attnsvm.svm.routes.NAMES, which a
+#: test holds to this list): the values of ``svm_route`` besides ``auto``.
+SVM_ROUTES = (
+    "nnls-dual", "ldp-dual", "clarabel-dual", "osqp-dual", "clarabel-primal", "osqp-primal",
+    "ws-dual", "batched-dual", "primal-dual", "ws-primal-dual", "clarabel", "scs",
+)  # fmt: skip
 #: The small cell every probe starts from (fast to train and solve).
 PROBE_BASE: Mapping[str, Any] = {"d": 4, "T": 3, "n": 3, "iterations": 40, "checkpoint_count": 5}
 
@@ -690,6 +700,18 @@ FIELDS: tuple[Field, ...] = (
         allowed=f"0..{MAX_SIZE}",
         rule=rules.n_test_rule,
         probe=Probe(20, {"generator": "signal_noise"}),
+    ),
+    Field(
+        name="svm_route",
+        kind="choice",
+        default="auto",
+        doc="the route the Frobenius and nuclear Att-SVMs (of alpha and opt, of each head, the "
+        "NTP-SVM) try first wherever it applies, for a route ablation (auto: their route "
+        "tables, attnsvm/svm/routes.py; every answer takes its certificate; docs/science.md 4)",
+        long_name="SVM route",
+        stages=("measure",),
+        choices=("auto", *SVM_ROUTES),
+        probe=Probe("clarabel-dual"),
     ),
     # new fields go here, above this line (docs/extending.md)
 )

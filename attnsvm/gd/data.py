@@ -7,7 +7,9 @@ batch. Data and initialization use two independent streams of the same seed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +23,8 @@ _INIT_STREAM = 1
 #: the held-out test sample (docs/science.md §15): a stream of its own, so its examples are
 #: independent of the training ones drawn from the same seed
 _TEST_STREAM = 2
+#: stream of the initializations of heads 2..H (head 1 is make_init's, so H = 1 is unchanged)
+HEAD_INIT_STREAM = 0x4D48
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,34 @@ def make_init(cell: Cell) -> dict[str, np.ndarray]:
     return {"K": rng.uniform(-b, b, (d, m)), "Q": rng.uniform(-b, b, (d, m))}
 
 
+def head_inits(init: dict[str, np.ndarray], seed: int, heads: int, scheme: str) -> dict:
+    """Initializations of H attention heads from head 1's ``init`` (docs/science.md §12).
+
+    Head 1 is ``init`` itself; heads 2..H are drawn like it (same scheme and scale, §3) from a
+    generator seeded by ``(seed, HEAD_INIT_STREAM, h)``. Returns the same keys with a head
+    axis in front of the matrices' axes: ``W (H, d, d)`` or ``K, Q (H, d, m)``.
+    """
+    out = {k: [np.asarray(v, dtype=np.float64)] for k, v in init.items()}
+    for h in range(1, heads):
+        rng = np.random.default_rng([seed, HEAD_INIT_STREAM, h])
+        for k, v in init.items():
+            b = 1.0 / np.sqrt(v.shape[0])
+            if scheme == "zero":
+                new = 0.1 * rng.standard_normal(v.shape) if k == "K" else np.zeros(v.shape)
+            else:
+                new = rng.uniform(-b, b, v.shape)
+            out[k].append(new)
+    return {k: np.stack(v) for k, v in out.items()}
+
+
+def path_radii(settings: Any) -> np.ndarray:
+    """The radii of a regularization path (docs/science.md §4), one "checkpoint" each:
+    ``checkpoint_count`` of them, geometric from ``radius_min`` to ``radius_max`` (the cell's
+    ``train`` settings)."""
+    count = max(int(settings.checkpoint_count), 1)
+    return np.geomspace(settings.radius_min, settings.radius_max, count)
+
+
 def token_scores(ds: Dataset) -> np.ndarray:
     """``gamma_it = Y_i v^T x_it`` (docs/science.md §4), shape (n, T)."""
     return ds.Y[:, None] * (ds.X @ ds.v)
@@ -162,3 +194,29 @@ def token_scores(ds: Dataset) -> np.ndarray:
 def optimal_tokens(ds: Dataset) -> np.ndarray:
     """``opt_i = argmax_t gamma_it`` (docs/science.md §4), shape (n,)."""
     return np.argmax(token_scores(ds), axis=1)
+
+
+def stack_cells(cells: Sequence[Cell]) -> dict:
+    """Data and initialization of cells sharing a shape key, stacked on a leading seed axis."""
+    if not cells:
+        raise ValueError("stack_cells needs at least one cell")
+    key = cells[0].shape_key()
+    for c in cells[1:]:
+        if c.shape_key() != key:
+            raise ValueError(
+                f"cells must share Cell.shape_key() to train as one batch; seed {c.seed} differs"
+            )
+    return stack_batch([make_dataset(c) for c in cells], [make_init(c) for c in cells])
+
+
+def stack_batch(datasets: Sequence, inits: Sequence[dict[str, np.ndarray]]) -> dict:
+    """Datasets and initializations stacked on a leading seed axis (keys of train_batch)."""
+    V = None if datasets[0].V is None else np.stack([ds.V for ds in datasets])
+    return {
+        "X": np.stack([ds.X for ds in datasets]),
+        "Y": np.stack([ds.Y for ds in datasets]),
+        "Z": np.stack([ds.Z for ds in datasets]),
+        "v": np.stack([ds.v for ds in datasets]),
+        "V": V,
+        "init": {k: np.stack([ini[k] for ini in inits]) for k in inits[0]},
+    }

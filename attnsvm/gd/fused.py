@@ -168,51 +168,58 @@ def step_size(n: int, T: int, d: int) -> int:
     return n * d * (d + T)
 
 
-#: the train-stage fields (attnsvm.config.fields) that the loop computes with, checks below,
-#: or that act before it (the data, the initialization, the attended pairs); every other train
-#: field must be at its default for the loop to apply, so a field added later that changes
-#: training takes the torch loop, which reads it, until fused.c learns it (docs/extending.md;
-#: tests/test_extending.py's worked example fails otherwise)
-KNOWN_FIELDS = frozenset({
-    "head", "lam", "param", "m", "attention", "init", "optimizer", "lr", "iterations",
-    "checkpoint_spacing", "checkpoint_count", "dtype", "train", "seed", "ridge", "adam_beta1",
-    "adam_beta2",
-})  # fmt: skip
+def left_out(model: Any) -> tuple[str, ...]:
+    """The train fields away from their defaults that ``model`` does not declare in its
+    ``FUSED_FIELDS`` (:mod:`attnsvm.gd.model`): a cell with any trains in the torch loop,
+    which reads every field, until the fused loop learns them (docs/extending.md)."""
+    settings, allowed = model.settings, model.FUSED_FIELDS
+    return tuple(
+        name for name in stage_fields("train")
+        if name not in allowed and settings[name] != DEFAULTS[name]
+    )  # fmt: skip
 
 
-def _known_settings_only(settings: Any) -> bool:
-    """Whether every train field of ``settings`` outside :data:`KNOWN_FIELDS` is at its
-    default."""
-    return all(
-        name in KNOWN_FIELDS or settings[name] == DEFAULTS[name] for name in stage_fields("train")
-    )
+def decide(model: Any, gradient: str = "analytic") -> tuple[bool, tuple[str, ...]]:
+    """Whether the fused loop trains ``model`` (on the CPU fused.c, on a CUDA device
+    fused_cuda.cu, :mod:`attnsvm.gd.fused_cuda`), and the fields that kept an otherwise
+    fitting model out of it (:func:`left_out`; the block's log names them and the cell's
+    ``device`` says so, :func:`describe_left_out`).
 
-
-def applies(
-    settings: Any, device: torch.device, gradient: str, options: dict, shape: tuple[int, ...]
-) -> bool:
-    """Whether the fused loop computes this :func:`attnsvm.gd.train.train_batch` call: on the
-    CPU fused.c, on a CUDA device fused_cuda.cu (:mod:`attnsvm.gd.fused_cuda`).
-
-    ``shape``: a seed's ``(n, T, d)``; by default the loop applies up to
-    :data:`MAX_STEP_SIZE`, with ``ATTNSVM_FUSED=1`` at every size (:func:`mode`). The answer
-    depends on the cells' settings and shape, never on the batch, so a seed's bits never
-    depend on its batch."""
-    use = mode()
+    The loop applies to a model that declares its fields (``FUSED_FIELDS``), with a linear
+    head, normalized GD, W or K Q^T, float64, the stable form, every token attended and, by
+    default, a step size up to :data:`MAX_STEP_SIZE` (``ATTNSVM_FUSED=1``: at every size,
+    :func:`mode`). The answer depends on the cells' settings and shape, never on the batch,
+    so a seed's bits never depend on its batch."""
+    use, settings, batch = mode(), model.settings, model.batch
+    shape = tuple(batch.X.shape[1:4])
+    device = batch.X.device
     if not (
-        (use == "on" or (use == "default" and step_size(*shape) <= MAX_STEP_SIZE))
+        model.FUSED_FIELDS
+        and (use == "on" or (use == "default" and step_size(*shape) <= MAX_STEP_SIZE))
         and device.type in ("cpu", "cuda")
         and gradient == "analytic"
         and settings.head == "linear"
         and settings.optimizer == "normalized"
         and settings.param in ("W", "KQ")
         and settings.dtype == "float64"
-        and options.get("stable", True)
-        and options.get("mask") is None
-        and _known_settings_only(settings)
+        and model.stable
+        and batch.mask is None
     ):
-        return False
-    return library() is not None if device.type == "cpu" else fused_cuda.available(device)
+        return False, ()
+    missing = left_out(model)
+    if missing:
+        return False, missing
+    return (library() is not None if device.type == "cpu" else fused_cuda.available(device)), ()
+
+
+def applies(model: Any, gradient: str = "analytic") -> bool:
+    """Whether the fused loop trains ``model`` (:func:`decide`)."""
+    return decide(model, gradient)[0]
+
+
+def describe_left_out(device: str, fields: tuple[str, ...]) -> str:
+    """The ``device`` a cell records when :func:`left_out` fields kept it in the torch loop."""
+    return f"{device}, torch loop ({', '.join(fields)} not in the fused loop)"
 
 
 def _ptr(a: np.ndarray) -> int:
@@ -220,16 +227,17 @@ def _ptr(a: np.ndarray) -> int:
 
 
 def train(
-    data: tuple, theta0: Tensor, settings: Any, ks: list[int], iterations: int, eps: float,
-    ridge: float, progress: Callable[[int], None] | None = None,
-) -> list[Tensor]:  # fmt: skip
-    """The run of :func:`attnsvm.gd.train._descend` (``freeze=False``) in the fused loop.
+    model: Any, theta0: Tensor, ks: list[int], iterations: int, eps: float,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[dict[str, Tensor], Tensor, Tensor]:  # fmt: skip
+    """The run of :func:`attnsvm.gd.train.descend` (``freeze=False``) of a
+    :class:`~attnsvm.gd.model.SingleHead` ``model`` in the fused loop, from ``theta0``
+    (:func:`attnsvm.gd.model.pack`'s layout, float64).
 
-    ``data`` (X, Y, Z, v, V) and ``theta0`` (:func:`attnsvm.gd.model.pack`'s layout) float64
-    CPU tensors. Returns ``[W (S,C,d,d), softmax (S,C,n,T), loss (S,C), alive (S,), bad_at
-    (S,)]`` as torch tensors; as with the torch loop, a seed that is not alive has meaningless
-    values (train_batch trains it again with the freeze). CUDA tensors run the GPU loop
-    (:func:`attnsvm.gd.fused_cuda.train`), with the results on that device.
+    Returns ``({"W": (S,C,d,d), "softmax": (S,C,n,T), "loss": (S,C)}, alive (S,), bad_at
+    (S,))`` as torch tensors; as with the torch loop, a seed that is not alive has meaningless
+    values (:func:`attnsvm.gd.train.train` trains it again with the freeze). CUDA tensors run
+    the GPU loop (:func:`attnsvm.gd.fused_cuda.train`), with the results on that device.
 
     The compiled call runs in a worker thread (ctypes releases the GIL) while this thread
     waits, so that Ctrl-C (KeyboardInterrupt) and other signal handlers run at once: the loop
@@ -237,11 +245,14 @@ def train(
     is called with the steps done since its last call, as the loop advances (at most every
     0.1 s, and once at the end: ``iterations`` in all).
     """
+    b, settings, ridge = model.batch, model.settings, model.ridge
+    data = (b.X, b.Y, b.Z, b.v, b.V)
     if theta0.device.type == "cuda":  # one kernel launch: progress when it returns
-        out = fused_cuda.train(data, theta0, settings, ks, iterations, eps, ridge)
+        W, s, loss, ok, bad_at = fused_cuda.train(data, theta0, settings, ks, iterations, eps,
+                                                  ridge)  # fmt: skip
         if progress is not None and iterations:
             progress(iterations)
-        return out
+        return {"W": W, "softmax": s, "loss": loss}, ok, bad_at
     lib = library()
     if lib is None:
         raise RuntimeError(f"the fused loop is unavailable: {'; '.join(UNAVAILABLE)}")
@@ -272,7 +283,8 @@ def train(
         raise MemoryError("the fused loop could not allocate its scratch space")
     ok = torch.from_numpy(alive.astype(bool))
     bad_at = torch.where(ok, -1, torch.zeros(S, dtype=torch.int64))
-    return [torch.from_numpy(W), torch.from_numpy(s), torch.from_numpy(loss), ok, bad_at]
+    out = {"W": torch.from_numpy(W), "softmax": torch.from_numpy(s), "loss": torch.from_numpy(loss)}
+    return out, ok, bad_at
 
 
 def _run_stoppable(

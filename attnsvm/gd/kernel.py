@@ -55,16 +55,22 @@ class Attention:
         self.masked_out = None if mask is None else ~mask
         self.settings = Settings.of("train", settings)
 
-    def logits(self, W: Tensor) -> Tensor:
-        """``X_i W z_i`` (docs/science.md §2) for every row, (B, n, T), a fresh tensor.
-
-        Tokens outside the attention set (``mask`` False) get -inf: softmax 0 and no gradient
-        (every row needs at least one True). Any transform of the logits goes here, so that
-        every model sees it (docs/extending.md).
-        """
+    def scores(self, W: Tensor) -> Tensor:
+        """``X_i W z_i`` (docs/science.md §2) for every row, (B, n, T), a fresh tensor: the
+        logits' part linear in W, which alone decides the top token of ``R W`` as R grows."""
         B, n, T, d = self.shape
         Wz = torch.bmm(self.Z, W.transpose(-1, -2))  # (B, n, d): row i is (W z_i)^T
-        logits = torch.bmm(self.X_rows, Wz.view(B * n, d, 1)).view(B, n, T)
+        return torch.bmm(self.X_rows, Wz.view(B * n, d, 1)).view(B, n, T)
+
+    def logits(self, W: Tensor) -> Tensor:
+        """The attention logits of every row, (B, n, T), a fresh tensor: :meth:`scores` and
+        any transform a field asks for, so that every model, in training and in every
+        evaluation, sees it (docs/extending.md).
+
+        Tokens outside the attention set (``mask`` False) get -inf: softmax 0 and no gradient
+        (every row needs at least one True).
+        """
+        logits = self.scores(W)
         # transforms of the logits go here, reading self.settings (docs/extending.md)
         if self.masked_out is not None:
             logits.masked_fill_(self.masked_out, float("-inf"))

@@ -1,32 +1,28 @@
-"""Steepest-descent, adaptive and mirror-descent step rules for attention (docs/science.md §10).
+"""The step rules of the descent loop (docs/science.md §3, §10), one registry (:data:`RULES`).
 
-For linear models, normalized steepest descent in a norm converges in direction to the
-max-margin solution in that norm (sign descent and Adam: the entrywise max norm; spectral
-descent: the spectral norm; l_p mirror descent: the l_p norm; Polyak's step size on GD: the
-Frobenius norm, as GD). These rules let the batched
-loop of :mod:`attnsvm.gd.train` run them on attention, seeds batched on a leading axis and
-seeds never interacting (every reduction stays within one seed's matrix).
+Normalized and plain GD (§3) and, beyond the paper (§10): for linear models, normalized
+steepest descent in a norm converges in direction to the max-margin solution in that norm
+(sign descent and Adam: the entrywise max norm; spectral descent: the spectral norm; l_p
+mirror descent: the l_p norm; Polyak's step size on GD: the Frobenius norm, as GD).
 
-Each rule is a fresh object per training pass (:func:`make_rule`): it sees the loss and the
-current parameters through :meth:`StepRule.observe`, which wraps the objective, so the loop
-of :mod:`attnsvm.gd.train` is unchanged. Every rule acts on the last two axes of
-:func:`attnsvm.gd.model.pack`'s ``theta``: on W, or on K and Q separately (per-factor steps,
-the way normalized GD normalizes K and Q separately). The learning-rate schedule is today's
-normalized GD's: a constant ``lr``.
+Each rule is a fresh object per training pass (:func:`make_rule`; some keep state) that moves
+one block of parameters (:mod:`attnsvm.gd.model`): ``rule(theta, G, loss)`` is the next
+``theta``. Every rule acts on the last two axes of a block: on W, or on K and Q separately
+(per-factor steps), seeds batched on a leading axis and never interacting. The step size is
+constant (the regularization path's projected step, :class:`Projected`, has its own schedule).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from attnsvm.config.fields import DEFAULTS
 
-#: the step rules of this module (Cell.optimizer values; docs/science.md §10)
+#: the step rules of docs/science.md §10 (Cell.optimizer values besides normalized and plain)
 STEEPEST = ("sign", "adam", "spectral", "mirror1p5", "mirror3", "polyak")
 #: longest Polyak step (Frobenius norm over the parameters of a seed): a run heading to a
 #: non-optimal selection keeps L - L* > 0 while its gradient vanishes, and its Polyak step
@@ -51,12 +47,10 @@ ADAM_BETAS = (DEFAULTS["adam_beta1"], DEFAULTS["adam_beta2"])
 #: 1e-10 and less; torch's default 1e-8 would turn Adam into plain GD there, not sign descent)
 ADAM_EPS = 1e-30
 
-Evaluate = Callable[[Tensor, bool], tuple]
-
 
 def _scaled(G: Tensor) -> tuple[Tensor, Tensor]:
     """``(G / m, m)`` with ``m = max |G|`` per matrix (at least the dtype's smallest normal):
-    squares of ``G / m`` neither underflow nor overflow (see train._normalized_step)."""
+    squares of ``G / m`` neither underflow nor overflow (see normalized_step)."""
     m = G.abs().amax(dim=(-2, -1), keepdim=True).clamp_min(torch.finfo(G.dtype).tiny)
     return G / m, m
 
@@ -89,67 +83,102 @@ def mirror_inverse(phi: Tensor, p: float) -> Tensor:
     return torch.sign(phi) * phi.abs().pow(1.0 / (p - 1.0))
 
 
-class StepRule:
-    """One training pass's step rule: ``step(G)`` is ``theta(k) - theta(k+1)``.
+class Rule:
+    """One training pass's step rule for one block of parameters (a fresh object per pass:
+    some keep state). ``rule(theta, G, loss)`` is ``theta(k+1)``, ``theta(k) - step(G, theta,
+    loss)``; ``lr``: the step size, ``eps``: the normalized steps' (the dtype's smallest normal
+    number), ``settings``: the training settings (Adam's betas), ``model``: the batch's model
+    (the Polyak step's loss floor)."""
 
-    :meth:`observe` wraps the objective so the rule sees the current ``theta`` and per-seed
-    ``loss`` of each step (mirror descent needs them); the loop is unchanged. ``betas``:
-    Adam's (beta_1, beta_2), each in [0, 1).
-    """
+    def __init__(self, lr: float, eps: float = 0.0, settings: Any = None, model: Any = None):
+        self.lr, self.eps, self.k = float(lr), float(eps), 0
 
-    def __init__(self, optimizer: str, lr: float, betas: tuple[float, float] = ADAM_BETAS) -> None:
-        if optimizer not in STEEPEST:
-            raise ValueError(f"optimizer must be one of {', '.join(STEEPEST)}, got {optimizer!r}")
-        if len(betas) != 2 or not all(0.0 <= float(b) < 1.0 for b in betas):
-            raise ValueError(f"Adam's betas must be two numbers in [0, 1), got {betas!r}")
-        self.optimizer, self.lr, self.k = optimizer, float(lr), 0
-        self.betas = (float(betas[0]), float(betas[1]))
-        self.theta: Tensor | None = None
-        self.loss: Tensor | None = None
-        self.state: dict[str, Tensor] = {}
+    def step(self, G: Tensor, theta: Tensor, loss: Tensor) -> Tensor:
+        """``theta(k) - theta(k+1)`` from the gradient G at ``theta`` of per-seed ``loss``."""
+        raise NotImplementedError
 
-    def attach(self, data: tuple, head: str = "linear", mask: Tensor | None = None) -> None:
-        """Give the rule its problem before the first step: the Polyak step's per-seed loss
-        floor :func:`loss_floor` (the other rules need nothing)."""
-        if self.optimizer == "polyak":
-            self.state["floor"] = loss_floor(data, head, mask)
-
-    def observe(self, evaluate: Evaluate) -> Evaluate:
-        """``evaluate`` that also records ``theta`` and the loss for the next :meth:`step`."""
-
-        def wrapped(theta: Tensor, want_grad: bool) -> tuple:
-            out = evaluate(theta, want_grad)
-            self.theta, self.loss = theta, out[0]
-            return out
-
-        return wrapped
-
-    def __call__(self, G: Tensor) -> Tensor:
+    def __call__(self, theta: Tensor, G: Tensor, loss: Tensor) -> Tensor:
         self.k += 1
-        name = "mirror" if self.optimizer in MIRROR_P else self.optimizer
-        return getattr(self, "_" + name)(G)
+        return theta - self.step(G, theta, loss)
 
-    def _sign(self, G: Tensor) -> Tensor:
+
+class Normalized(Rule):
+    """``lr G / (||G||_F + eps)`` per matrix (docs/science.md §3): K and Q separately, the
+    stacked heads together (their matrices are one)."""
+
+    def step(self, G: Tensor, theta: Tensor, loss: Tensor) -> Tensor:
+        return normalized_step(G, self.lr, self.eps)
+
+
+class TextbookNormalized(Rule):
+    """``G lr / (||G||_F + eps)`` as written, without :func:`normalized_step`'s scaling
+    (next-token prediction's; the same step to rounding)."""
+
+    def step(self, G: Tensor, theta: Tensor, loss: Tensor) -> Tensor:
+        nrm = torch.linalg.matrix_norm(G).clamp_min(0.0)[..., None, None]
+        return G * (self.lr / (nrm + self.eps))
+
+
+class Plain(Rule):
+    """``lr G`` (plain GD, docs/science.md §3)."""
+
+    def step(self, G: Tensor, theta: Tensor, loss: Tensor) -> Tensor:
+        return self.lr * G
+
+
+class Sign(Rule):
+    """``lr sign(G)``: steepest descent in the entrywise max norm (§10)."""
+
+    def step(self, G: Tensor, theta: Tensor, loss: Tensor) -> Tensor:
         return self.lr * torch.sign(G)
 
-    def _spectral(self, G: Tensor) -> Tensor:
+
+class Spectral(Rule):
+    """``lr U V^T`` (:func:`polar_factor`): steepest descent in the spectral norm (§10)."""
+
+    def step(self, G: Tensor, theta: Tensor, loss: Tensor) -> Tensor:
         return self.lr * polar_factor(G)
 
-    def _adam(self, G: Tensor) -> Tensor:
+
+class Adam(Rule):
+    """torch.optim.Adam's update with epsilon :data:`ADAM_EPS` and the settings' betas
+    (``adam_beta1``, ``adam_beta2``, each in [0, 1)), state per seed (§10)."""
+
+    def __init__(self, lr: float, eps: float = 0.0, settings: Any = None, model: Any = None):
+        super().__init__(lr, eps)
+        betas = ADAM_BETAS if settings is None else (settings.adam_beta1, settings.adam_beta2)
+        if len(betas) != 2 or not all(0.0 <= float(b) < 1.0 for b in betas):
+            raise ValueError(f"Adam's betas must be two numbers in [0, 1), got {betas!r}")
+        self.betas = (float(betas[0]), float(betas[1]))
+        self.m: Tensor | None = None
+        self.v: Tensor | None = None
+
+    def step(self, G: Tensor, theta: Tensor, loss: Tensor) -> Tensor:
         b1, b2 = self.betas
-        m = self.state.setdefault("m", torch.zeros_like(G))
-        v = self.state.setdefault("v", torch.zeros_like(G))
+        m = self.m = torch.zeros_like(G) if self.m is None else self.m
+        v = self.v = torch.zeros_like(G) if self.v is None else self.v
         m.mul_(b1).add_(G, alpha=1 - b1)
         v.mul_(b2).addcmul_(G, G, value=1 - b2)
         bc1, bc2 = 1 - b1**self.k, 1 - b2**self.k
         denom = (v.sqrt() / bc2**0.5).add_(ADAM_EPS)
         return (self.lr / bc1) * m / denom
 
-    def _polyak(self, G: Tensor) -> Tensor:
-        """``lr (L - L*) / ||G||^2 G`` per seed, its length capped at ``POLYAK_MAX_STEP``."""
-        floor = self.state.get("floor")
-        if floor is None or self.loss is None:
-            raise RuntimeError("the Polyak step needs attach() and observe() before a step")
+
+class Polyak(Rule):
+    """``lr (L - L*) / ||G||^2 G`` per seed (||G|| over all blocks of a seed, K and Q
+    together), its length capped at :data:`POLYAK_MAX_STEP`; ``L*`` the model's
+    :func:`loss_floor` (§10)."""
+
+    def __init__(self, lr: float, eps: float = 0.0, settings: Any = None, model: Any = None):
+        super().__init__(lr, eps)
+        self.floor = None
+        if model is not None:
+            b = model.batch
+            self.floor = loss_floor((b.X, b.Y, b.Z, b.v, b.V), model.settings.head, b.mask)
+
+    def step(self, G: Tensor, theta: Tensor, loss: Tensor) -> Tensor:
+        if self.floor is None:
+            raise RuntimeError("the Polyak step needs its loss floor (the model)")
         seed_axis = 1 if G.dim() == 4 else 0  # KQ: (2, S, d, m); W: (S, d, d)
         dims = tuple(i for i in range(G.dim()) if i != seed_axis)
         shape = [1] * G.dim()
@@ -160,20 +189,145 @@ class StepRule:
         Gs = G / m.reshape(shape)
         unit_norm = torch.sqrt((Gs * Gs).sum(dim=dims))  # ||G|| / m, in [1, sqrt(size)] or 0
         nrm = m * unit_norm
-        gap = (self.loss - floor).clamp_min(0.0)
+        gap = (loss - self.floor).clamp_min(0.0)
         length = torch.clamp(self.lr * gap / nrm, max=POLYAK_MAX_STEP)  # inf / nan where G = 0
         length = torch.where(unit_norm > 0, length, torch.zeros_like(length))
         safe = torch.where(unit_norm > 0, unit_norm, torch.ones_like(unit_norm))
         return (length / safe).reshape(shape) * Gs
 
-    def _mirror(self, G: Tensor) -> Tensor:
-        p = MIRROR_P[self.optimizer]
-        W = self.theta
-        if "phi" not in self.state:
-            self.state["phi"] = mirror_grad(W, p)
-        phi = self.state["phi"]
-        phi -= self.lr * unit_frobenius(G)
-        return W - mirror_inverse(phi, p)
+
+class Mirror(Rule):
+    """l_p mirror descent (§10): ``grad psi(W) <- grad psi(W) - lr G / ||G||_F``, ``W =
+    (grad psi)^{-1}``; ``p`` of :data:`MIRROR_P`."""
+
+    p = 2.0
+
+    def __init__(self, lr: float, eps: float = 0.0, settings: Any = None, model: Any = None):
+        super().__init__(lr, eps)
+        self.phi: Tensor | None = None
+
+    def step(self, G: Tensor, theta: Tensor, loss: Tensor) -> Tensor:
+        if self.phi is None:
+            self.phi = mirror_grad(theta, self.p)
+        self.phi -= self.lr * unit_frobenius(G)
+        return theta - mirror_inverse(self.phi, self.p)
+
+
+class Mirror1p5(Mirror):
+    p = MIRROR_P["mirror1p5"]
+
+
+class Mirror3(Mirror):
+    p = MIRROR_P["mirror3"]
+
+
+def _sq(t: Tensor) -> Tensor:
+    return (t * t).sum(dim=(-2, -1))
+
+
+def _blocks(theta: Tensor) -> list[Tensor]:
+    """W, or K and Q, of the packed ``theta`` (attnsvm.gd.model.pack)."""
+    return [theta] if theta.dim() == 3 else [theta[0], theta[1]]
+
+
+class Ball:
+    """The constraint set of one parameterization: ``||W||_F^2 <= R^2`` (W) or
+    ``||K||_F^2 + ||Q||_F^2 <= 2R`` (KQ), over the joint variable P = W or (K, Q) packed."""
+
+    def __init__(self, param: str, S: int, tiny: float) -> None:
+        self.param, self.S, self.tiny = param, S, tiny
+
+    def sqnorm(self, P: Tensor) -> Tensor:
+        """``||P||^2`` per seed, (S,)."""
+        return sum(_sq(b) for b in _blocks(P))
+
+    def bound(self, R: float) -> float:
+        """Squared radius of the ball in the joint variable."""
+        return R * R if self.param == "W" else 2.0 * R
+
+    def project(self, P: Tensor, R: float, onto: bool = False) -> Tensor:
+        """P rescaled into the ball (``onto=True``: onto its sphere); P = 0 stays 0."""
+        nrm2 = self.sqnorm(P)
+        f = torch.sqrt(self.bound(R) / torch.clamp(nrm2, min=self.tiny))
+        if not onto:
+            f = torch.clamp(f, max=1.0)
+        return P * torch.where(nrm2 > 0, f, torch.ones_like(f)).view(self.S, 1, 1)
+
+    def direction(self, P: Tensor, G: Tensor, R: float) -> Tensor:
+        """G with its outward radial part removed where P lies on the sphere (Riemannian)."""
+        nrm2 = self.sqnorm(P)
+        inner = sum((g * p).sum(dim=(-2, -1)) for g, p in zip(_blocks(G), _blocks(P), strict=True))
+        on_sphere = nrm2 >= self.bound(R) * (1 - 1e-9)
+        outward = on_sphere & (inner < 0)  # -G points out of the ball
+        coef = torch.where(outward, inner / torch.clamp(nrm2, min=self.tiny), 0.0)
+        return G - coef.view(self.S, 1, 1) * P
+
+    def step(self, P: Tensor, D: Tensor, eta: float) -> Tensor:
+        """``P - eta D / ||D||`` (a zero D gives a zero step)."""
+        dn = torch.sqrt(sum(_sq(b) for b in _blocks(D)))
+        scale = eta / torch.clamp(dn, min=self.tiny)
+        return P - torch.where(dn > 0, scale, torch.zeros_like(scale)).view(self.S, 1, 1) * D
+
+
+class Projected(Rule):
+    """The regularization path's step at radius R (docs/science.md §4; attnsvm.gd.train's
+    ``train_path``): ``Proj(P - eta_j rho D / ||D||)`` with ``eta_j = lr / sqrt(1 + j)`` at
+    its j-th step, ``rho = R`` (W) or ``sqrt(2R)`` (K and Q, one joint step), D the loss
+    gradient with its outward radial part removed where P lies on the sphere (a Riemannian
+    step, :meth:`Ball.direction`) and Proj the rescaling onto the ball."""
+
+    def __init__(self, lr: float, ball: Ball, R: float) -> None:
+        super().__init__(lr)
+        self.ball, self.R, self.rho = ball, R, np.sqrt(ball.bound(R))
+
+    def __call__(self, theta: Tensor, G: Tensor, loss: Tensor) -> Tensor:
+        ball, R, j = self.ball, self.R, self.k
+        self.k += 1
+        D = ball.direction(theta, G, R)
+        return ball.project(ball.step(theta, D, (self.lr / np.sqrt(1.0 + j)) * self.rho), R)
+
+
+#: every step rule by name: the values of the cell field ``optimizer`` and the rules a model
+#: may name in its ``STEP_RULES`` (attnsvm.gd.model)
+RULES: dict[str, type[Rule]] = {
+    "normalized": Normalized,
+    "normalized-textbook": TextbookNormalized,
+    "plain": Plain,
+    "sign": Sign,
+    "adam": Adam,
+    "spectral": Spectral,
+    "mirror1p5": Mirror1p5,
+    "mirror3": Mirror3,
+    "polyak": Polyak,
+}
+
+
+def make_rule(name: str, lr: float, eps: float = 0.0, settings: Any = None, model: Any = None):
+    """A fresh :class:`Rule` of ``name`` (:data:`RULES`; the model's ``STEP_RULES`` may say
+    what a name means for it) at step size ``lr``."""
+    name = getattr(model, "STEP_RULES", {}).get(name, name)
+    if name not in RULES:
+        raise ValueError(f"optimizer must be one of {', '.join(RULES)}, got {name!r}")
+    return RULES[name](lr, eps, settings, model)
+
+
+def normalized_step(G: Tensor, lr: float, eps: float) -> Tensor:
+    """``lr G / (||G||_F + eps)`` per matrix (docs/science.md §3), over the last two axes.
+
+    Computed in place: the result is G's storage (G itself is not kept). Evaluated as ``(G/m)
+    * lr / (||G/m||_F + eps/m)`` with ``m = max |G|`` per matrix, so squaring neither
+    underflows (tiny gradients near saturation) nor overflows. ``m`` is raised to at least the
+    dtype's smallest normal number: that changes nothing when ``max |G|`` is normal, only
+    rounding when it is subnormal (``G/m`` is then exact, a power-of-two scaling), and gives
+    exactly 0 where G = 0.
+    """
+    m = G.abs().amax(dim=(-2, -1), keepdim=True).clamp_min_(torch.finfo(G.dtype).tiny)
+    Gs = G.div_(m)  # G, a fresh gradient of this step, is overwritten
+    # lr / (nrm + eps / m) in place, with the roundings of Python's ``scalar / tensor``
+    # (Tensor.__rtruediv__ is ``reciprocal() * scalar``: two roundings, kept for the bits)
+    den = torch.linalg.vector_norm(Gs, dim=(-2, -1), keepdim=True)
+    den += m.reciprocal_().mul_(eps)  # m is not needed any more
+    return Gs.mul_(den.reciprocal_().mul_(lr))
 
 
 def loss_floor(data: tuple, head: str = "linear", mask: Tensor | None = None) -> Tensor:
@@ -191,13 +345,3 @@ def loss_floor(data: tuple, head: str = "linear", mask: Tensor | None = None) ->
     X, Y, _, v, _ = data
     gamma = Y[..., None] * torch.einsum("sntd,sd->snt", X, v)
     return torch.nn.functional.softplus(-gamma.amax(dim=-1)).mean(dim=-1)
-
-
-def make_rule(settings: Any, lr: float) -> functools.partial:
-    """A factory of fresh :class:`StepRule` s of ``settings.optimizer`` (the training settings
-    of :meth:`attnsvm.config.cell.Cell.settings`, with Adam's ``adam_beta1``, ``adam_beta2``)
-    at step size ``lr``, one per training pass (state starts empty); :mod:`attnsvm.gd.train`
-    tells it from a stateless step by its type (a partial)."""
-    betas = (settings.adam_beta1, settings.adam_beta2)
-    StepRule(settings.optimizer, lr, betas)  # checks the name and the betas now
-    return functools.partial(StepRule, settings.optimizer, lr, betas)

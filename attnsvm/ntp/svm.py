@@ -32,12 +32,15 @@ def ntp_constraints(E: np.ndarray, graphs: PriorityGraphs) -> Constraints:
     )
 
 
-def solve_ntp_svm(cons: Constraints, norm: str = "fro") -> SVMResult:
+def solve_ntp_svm(cons: Constraints, norm: str = "fro", route: str = "auto") -> SVMResult:
     """W_svm with the Frobenius (``fro``, W runs) or nuclear (``nuc``, KQ runs) norm,
-    certified as every SVM of §4 (status ``optimal`` only with its certificate)."""
+    certified as every SVM of §4 (status ``optimal`` only with its certificate); ``route``:
+    a cell's ``svm_route`` (:mod:`attnsvm.svm.routes`)."""
     if norm not in ("fro", "nuc"):
         raise ValueError(f"norm must be 'fro' or 'nuc', got {norm!r}")
-    return (solve_frobenius if norm == "fro" else solve_nuclear)(cons)
+    if norm == "fro":
+        return solve_frobenius(cons, route)
+    return solve_nuclear(cons, route=route)
 
 
 def fin_basis(cons: Constraints) -> np.ndarray:

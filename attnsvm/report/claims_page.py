@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from attnsvm.atomic import write_text_atomic
+from attnsvm.claims import ledger as L
 from attnsvm.claims.ledger import counts, evidence_text, fmt, left_out_text, read_ledger
 from attnsvm.claims.stats import VERDICTS
 from attnsvm.report.status_table import STATUS_CSS
@@ -85,8 +86,10 @@ def claims_rst(ledgers: Mapping[str, str | os.PathLike], figures: FigurePaths) -
     ]
     if not entries:
         return "\n".join([*lines, "No experiment of this run states a claim.", ""])
+    lines += [f"{totals_text(entries)}.", ""]
+    notes = (*L.summary_lines(entries), L.gate_text(L.holm_gate(entries)))
+    lines += [f"{_rst_text(line)}." for line in notes]
     lines += [
-        f"{totals_text(entries)}.",
         "",
         ".. list-table::",
         "   :header-rows: 1",
@@ -100,10 +103,11 @@ def claims_rst(ledgers: Mapping[str, str | os.PathLike], figures: FigurePaths) -
     for e in entries:
         verdict = e["verdict"] if e["verdict"] == "PASS" else f"**{e['verdict']}**"
         claim = f"{_rst_text(e['experiment'])}: {_rst_text(e['statement'])}"
+        evidence = " ".join(x for x in (evidence_text(e), L.control_text(e), L.design_note(e)) if x)
         lines += [
             f"   * - {verdict}",
             f"     - {claim} ({figure_link(figures, e)})",
-            f"     - {_rst_text(evidence_text(e))}",
+            f"     - {_rst_text(evidence)}",
             f"     - {_rst_text(e['theory'])}",
         ]
     return "\n".join(lines) + "\n"
@@ -156,9 +160,13 @@ def claims_html(ledgers: Mapping[str, str | os.PathLike], figures: FigurePaths) 
         f"<title>claims</title><style>{CLAIMS_CSS}</style></head><body>",
         "<h3>Claims: verdicts and evidence</h3>",
         f"<p class='totals'>{html.escape(totals_text(entries))}. Each claim's first line is "
-        "its verdict; below it every line of its evidence (pooled, per grid point, per group "
-        "and step of a trend, the fit of a slope). docs/science.md §13 explains the "
-        "intervals and verdicts.</p>",
+        "its verdict; below it its control row (its baseline, which must not PASS) and every "
+        "line of its evidence (pooled, per grid point, per group and step of a trend, the fit "
+        "of a slope). docs/science.md §13 explains the intervals and verdicts.</p>",
+        *(
+            f"<p class='totals'>{html.escape(line)}</p>"
+            for line in (*L.summary_lines(entries), L.gate_text(L.holm_gate(entries)))
+        ),
         "<table class='attnsvm'><thead><tr>",
         *(f"<th>{h}</th>" for h in head),
         "</tr></thead><tbody>",
@@ -172,7 +180,14 @@ def claims_html(ledgers: Mapping[str, str | os.PathLike], figures: FigurePaths) 
         )
         if e.get("note"):
             text += f" Note: {e['note']}"
-        parts += _html_row(e["verdict"], text, e, "claim")
+        note = L.design_note(e)
+        parts += _html_row(e["verdict"], f"{text} {note}" if note else text, e, "claim")
+        if e.get("control"):
+            c = e["control"]
+            flag = " (the baseline passes: the claim cannot tell the theory from it)"
+            # lower case: no verdict colour, a control that FAILs is what the claim needs
+            parts += _html_row(f"baseline {c['verdict'].lower()}", f"control: {c['name']}"
+                               + (flag if c["passes"] else ""), c)  # fmt: skip
         for r in e["rows"]:
             parts += _html_row(r["verdict"] or "", f"{r['level']}: {r['label']}", r)
     parts.append("</tbody></table></body></html>")

@@ -16,7 +16,7 @@ import yaml
 from attnsvm import codes, provenance
 from attnsvm.atomic import write_text_atomic
 from attnsvm.sweep.derived import record_of, run_info_inputs, write_record
-from attnsvm.tasks.result import CellResult
+from attnsvm.tasks.result import CellResult, left_fused_loop
 
 _SVM_LABELS = {
     "fro_alpha": "Att-SVM   (Frobenius, GD's alpha)",
@@ -127,12 +127,15 @@ def run_info_rst(config: dict[str, Any], sweeps: dict[str, str | os.PathLike]) -
     sweep store), next to those of the process that wrote this text.
     """
     computed: Counter[str] = Counter()
-    rows = []
+    rows, torch_loop = [], {}
     for name, path in sweeps.items():
-        attrs = xr.open_zarr(path).attrs
+        sweep = xr.open_zarr(path)
+        attrs = sweep.attrs
         computed += provenance.computed_by(json.loads(attrs.get("blocks", "{}")))
         counts = json.loads(attrs.get("status_counts", "{}"))
         rows.append([name] + [str(counts.get(s, 0)) for s in codes.CELL_STATUS])
+        if "device" in sweep:  # cells a field kept out of the fused loop (attnsvm.gd.fused)
+            torch_loop[name] = sum(left_fused_loop(str(d)) for d in sweep["device"].values.flat)
     commit_now = provenance.git_commit() or "unknown"
     lines = [
         "This run",
@@ -158,6 +161,10 @@ def run_info_rst(config: dict[str, Any], sweeps: dict[str, str | os.PathLike]) -
     for row in rows:
         lines.append(f"   * - {row[0]}")
         lines += [f"     - {c}" if c else "     -" for c in row[1:]]
+    if any(torch_loop.values()):
+        lines += ["", "Cells trained in the torch loop, outside the fused loop (a field their "
+                  "model does not declare for it; docs/extending.md): " + ", ".join(
+                      f"{k} {v}" for k, v in torch_loop.items() if v) + "."]  # fmt: skip
     text = yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=100)
     lines += [
         "",

@@ -51,7 +51,8 @@ import scipy.sparse as sp
 from scipy.linalg import lapack
 from scipy.optimize import lsq_linear, nnls
 
-from attnsvm.svm import farkas
+import attnsvm.svm.farkas as farkas
+import attnsvm.svm.routes as R
 from attnsvm.svm.constraints import Constraints
 
 STATUSES = (
@@ -63,8 +64,6 @@ VERIFY_TOL = 1e-9
 GAP_TOL = 1e-8
 #: Clarabel tolerances of the QPs (defaults are 1e-8)
 CLARABEL_TOL = 1e-10
-#: use the reduced primal for inequality-only systems when d * d * PRIMAL_RATIO <= N
-PRIMAL_RATIO = 4
 #: relative singular-value cut when building the orthonormal bases of the reduction
 BASIS_TOL = 1e-10
 #: smallest Cholesky pivot of the dual Gram matrix, relative to the largest, for the NNLS route
@@ -72,10 +71,6 @@ NNLS_MIN_PIVOT = 1e-7
 #: least-distance route: infeasibility is reported only when the Farkas certificate shows that
 #: every feasible W would need a norm above this (else the conic routes decide)
 LDP_INFEASIBLE_NORM = 1e12
-#: inequality-only systems with more rows than this take the working-set route first (issue
-#: 28); the largest system of config/paper.yaml has 210 rows, so its stored answers keep the
-#: routes above
-WORKING_SET_MIN_ROWS = 1000
 #: rows of the first working set: the N / WS_START_SHARE rows hardest to satisfy alone
 #: (largest ``rhs_k / ||left_k|| ||right_k||``), at least WS_MIN_ADD
 WS_START_SHARE = 32
@@ -91,10 +86,6 @@ WS_MAX_ROUNDS, WS_MAX_PIVOTS = 100, 200
 WS_TOL = 1e-11
 #: relative sign tolerance of the pivoting (as attnsvm.svm.frobenius_batched.PIVOT_TOL)
 WS_PIVOT_TOL = 1e-12
-#: above this many bytes of the dense lifted matrix (N x d^2 float64), the routes and the
-#: active-set polish that form it are skipped: a system the working set does not certify is
-#: then returned uncertified (counted apart, never solved), not swapped to disk
-DENSE_MAX_BYTES = 2**30
 
 
 @dataclass(frozen=True)
@@ -568,8 +559,9 @@ def _route_working_set(cons: Constraints) -> list[Candidate]:
 
 
 def _dense_ok(cons: Constraints) -> bool:
-    """Whether the dense lifted matrix (N x d^2) fits in ``DENSE_MAX_BYTES``."""
-    return cons.n_rows * cons.d**2 * 8 <= DENSE_MAX_BYTES
+    """Whether the dense lifted matrix (N x d^2) fits in ``routes.DENSE_MAX_BYTES`` (the
+    routes and the active-set polish that form it are skipped otherwise)."""
+    return R.Instance.of(cons).dense
 
 
 def _route_clarabel_dual(cons: Constraints) -> list[Candidate]:
@@ -679,16 +671,16 @@ def _route_osqp_primal(cons: Constraints, red: Reduced | None = None) -> list[Ca
     return [(red.lift(m), _multipliers(cons, red, m), f"osqp {status}")]
 
 
-_DUAL_ROUTES = (
-    ("nnls-dual", _route_nnls),
-    ("ldp-dual", _route_least_distance),
-    ("clarabel-dual", _route_clarabel_dual),
-    ("osqp-dual", _route_osqp_dual),
-)
-_PRIMAL_ROUTES = (
-    ("clarabel-primal", _route_clarabel_primal),
-    ("osqp-primal", _route_osqp_primal),
-)
+#: the routes of the table (attnsvm.svm.routes.FROBENIUS) by name
+ROUTES = {
+    "nnls-dual": _route_nnls,
+    "ldp-dual": _route_least_distance,
+    "clarabel-dual": _route_clarabel_dual,
+    "osqp-dual": _route_osqp_dual,
+    "clarabel-primal": _route_clarabel_primal,
+    "osqp-primal": _route_osqp_primal,
+    "ws-dual": _route_working_set,
+}
 
 
 def _as_is_then_polished(cons: Constraints, W0: np.ndarray, lam0, note: str):
@@ -760,57 +752,51 @@ def certify_infeasible(
 ) -> tuple[np.ndarray | None, str]:
     """A checked Farkas vector of ``cons`` (docs/science.md §4, "Infeasible is certified";
     :mod:`attnsvm.svm.farkas`): ``y`` (a route's own vector) if it passes, else one found by
-    the least-distance search on the reduced rows while they fit in ``DENSE_MAX_BYTES``.
+    the least-distance search on the reduced rows while they fit in ``routes.DENSE_MAX_BYTES``.
     Returns ``(vector or None, note)``; every route's "infeasible" goes through here."""
     A = reduce(cons).A if _dense_ok(cons) else None
     return farkas.certify(cons, [y], A)
 
 
-def solve_frobenius(cons: Constraints) -> SVMResult:
+def solve_frobenius(cons: Constraints, route: str = "auto") -> SVMResult:
     """Att-SVM ``W_mm = argmin ||W||_F`` s.t. the constraints (docs/science.md §4).
 
-    Inequality-only systems go through the dual QP (N variables), unless the primal has at
-    most N / ``PRIMAL_RATIO`` variables (d^2; small d and many rows, e.g. sequence constraints
-    with N = n T (T-1)), where one least-distance NNLS (:func:`_least_distance`) gives a
-    Farkas certificate of infeasibility or the multipliers of the answer, and the reduced
-    primal solves what it leaves uncertified; systems with
-    equality rows (Gen-SVM ``W_mm_gen``) always go through the reduced primal. Routes that
-    miss the certificate hand over to the next one (module docstring). Status ``infeasible``
-    (W None) is a result about the data; ``optimal`` means W satisfies every constraint to a
-    relative ``VERIFY_TOL`` and its multipliers certify a relative gap <= ``GAP_TOL``;
-    ``optimal_inaccurate`` flags a best answer without that certificate (not a solution:
-    :attr:`SVMResult.solved` is False).
+    The routes of :data:`attnsvm.svm.routes.FROBENIUS` run in order until one answer is
+    certified (module docstring); ``route`` (a cell's ``svm_route``) puts one first where it
+    applies. Where the table starts with the least-distance problem (``ldp-dual``: few
+    variables, ``PRIMAL_RATIO d^2 <= N``) it is solved once, up front: a Farkas certificate
+    ends the solve as ``infeasible``, its multipliers are the first answer, and the reduced
+    primal routes reuse its reduction. Status ``infeasible`` (W None) is a result about the
+    data; ``optimal`` means W satisfies every constraint to a relative ``VERIFY_TOL`` and its
+    multipliers certify a relative gap <= ``GAP_TOL``; ``optimal_inaccurate`` flags a best
+    answer without that certificate (not a solution: :attr:`SVMResult.solved` is False).
     """
     t0 = time.perf_counter()
-    if cons.n_rows == 0:
+    names = R.frobenius(cons, route)
+    if names == ("trivial",):
         return _result(np.zeros((cons.d, cons.d)), "optimal", 0.0, "trivial", t0)
-    if cons.equality.any():
-        return _solve_routes(cons, _PRIMAL_ROUTES, t0)
-    if cons.n_rows > WORKING_SET_MIN_ROWS:
-        return _solve_at_size(cons, t0)
-    if PRIMAL_RATIO * cons.d**2 <= cons.n_rows:
-        # mostly infeasible at these sizes (E3 at d <= 4): a Farkas certificate from one NNLS
-        # settles that in a fraction of the conic solve; on feasible ones the same NNLS gives
-        # the multipliers, and the reduced primal runs where they miss the certificate
-        red = reduce(cons)
-        lam, bound, u = _least_distance(red.A, cons.rhs)
-        if lam is None and bound >= LDP_INFEASIBLE_NORM:
-            y, note = farkas.certify(cons, [u])
-            message = f"least distance: feasible norm >= {bound:.1e}; {note}"
-            if y is not None:
-                return _infeasible("ldp-dual", t0, message)
-            routes = (("ldp-dual", functools.partial(_claim, message=message, y=u)),)
-        elif lam is not None:
-            # the NNLS solved the SVM too (issue 28): its multipliers take the certificate
-            # and the canonical re-solve of every dual route, and the conic primal runs
-            # only where they miss it (E3 at d <= 5: ~560 Clarabel solves of ~3 ms each)
-            routes = (("ldp-dual", functools.partial(_answer, lam=lam, note="least distance")),)
-        else:
-            routes = ()
-        # the primal routes reuse this reduction instead of computing it again
-        routes += tuple((name, functools.partial(route, red=red)) for name, route in _PRIMAL_ROUTES)
-        return _solve_routes(cons, routes, t0)
-    return _solve_routes(cons, _DUAL_ROUTES + _PRIMAL_ROUTES, t0)
+    if names[0] != "ldp-dual":
+        return _solve_routes(cons, tuple((n, ROUTES[n]) for n in names), t0)
+    # mostly infeasible where it comes first (E3 at d <= 4): a Farkas certificate from one NNLS
+    # settles that in a fraction of the conic solve; on feasible ones the same NNLS gives the
+    # multipliers (their certificate and canonical re-solve as every dual route's), and the
+    # other routes run only where they miss it
+    red = reduce(cons)
+    lam, bound, u = _least_distance(red.A, cons.rhs)
+    first: tuple = ()
+    if lam is None and bound >= LDP_INFEASIBLE_NORM:
+        y, note = farkas.certify(cons, [u])
+        message = f"least distance: feasible norm >= {bound:.1e}; {note}"
+        if y is not None:
+            return _infeasible("ldp-dual", t0, message)
+        first = (("ldp-dual", functools.partial(_claim, message=message, y=u)),)
+    elif lam is not None:
+        first = (("ldp-dual", functools.partial(_answer, lam=lam, note="least distance")),)
+    rest = tuple(
+        (n, functools.partial(ROUTES[n], red=red) if n.endswith("-primal") else ROUTES[n])
+        for n in names[1:]
+    )  # the primal routes reuse the reduction
+    return _solve_routes(cons, first + rest, t0)
 
 
 def _answer(cons: Constraints, lam: np.ndarray, note: str) -> list[Candidate]:
@@ -822,16 +808,3 @@ def _claim(cons: Constraints, message: str, y: np.ndarray | None) -> list[Candid
     """A route that only repeats an infeasibility claim made before the routes ran (its
     vector failed the check: :func:`_solve_routes` records it and goes on)."""
     raise _Infeasible("ldp-dual", message, y)
-
-
-def _solve_at_size(cons: Constraints, t0: float) -> SVMResult:
-    """Inequality-only systems above ``WORKING_SET_MIN_ROWS`` rows (issue 28): the working
-    set first (:func:`working_set_dual`), then the routes of smaller systems while their dense
-    matrices fit in ``DENSE_MAX_BYTES``; beyond that an answer the working set did not certify
-    stays uncertified (``optimal_inaccurate`` or ``solver_error``: not solved)."""
-    routes: tuple = (("ws-dual", _route_working_set),)
-    if _dense_ok(cons) and cons.n_rows**2 * 8 <= DENSE_MAX_BYTES:
-        routes += _DUAL_ROUTES + _PRIMAL_ROUTES
-    elif _dense_ok(cons):
-        routes += _PRIMAL_ROUTES
-    return _solve_routes(cons, routes, t0)

@@ -12,7 +12,7 @@ shape (N rows, d) is stacked and solved together:
 
 1. **Same routing.** An instance takes the batched route only where the per-instance route
    would solve the same dual with NNLS: inequality rows only, fewer rows than
-   ``PRIMAL_RATIO d^2``, and ``G`` numerically positive definite by the same Cholesky pivot
+   ``routes.PRIMAL_RATIO d^2``, and ``G`` numerically positive definite by the same Cholesky pivot
    test (``NNLS_MIN_PIVOT``). A positive-definite ``G`` means the lifted rows are linearly
    independent, so the SVM is feasible; an infeasible SVM always has a singular ``G`` and goes
    to the per-instance route, which recognizes and reports it as today.
@@ -52,13 +52,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+import attnsvm.svm.routes as R
 from attnsvm.svm.constraints import Constraints
 from attnsvm.svm.frobenius import GAP_TOL as CERTIFIED_GAP_TOL
 from attnsvm.svm.frobenius import (
     NNLS_MIN_PIVOT,
-    PRIMAL_RATIO,
     VERIFY_TOL,
-    WORKING_SET_MIN_ROWS,
     SVMResult,
     certificate,
     certified_canonical,
@@ -88,9 +87,6 @@ COMPACT_SHARE = 4
 CHUNK, CPU_CHUNK = 8192, 256
 #: bytes of the Gram matrices of one torch batch (a few copies of them are made)
 CHUNK_BYTES = 2**28
-#: smallest number of batchable instances for which :func:`solve_many` uses the batched route;
-#: measured with ``bench/bench_svm_batched.py`` (BENCHMARKS.md, "Batched Frobenius SVM on the CPU")
-BATCH_MIN = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,17 +101,11 @@ class BatchStats:
 
 
 def batchable(cons: Constraints) -> bool:
-    """Whether the per-instance route would solve ``cons`` through its dual QP.
-
-    Inequality rows only, at least one row, fewer than ``PRIMAL_RATIO d^2`` rows and at most
-    ``WORKING_SET_MIN_ROWS`` (the routing of :func:`attnsvm.svm.frobenius.solve_frobenius`;
-    larger systems take its working-set route, without an N x N Gram matrix).
-    """
-    return (
-        0 < cons.n_rows <= WORKING_SET_MIN_ROWS
-        and not bool(cons.equality.any())
-        and PRIMAL_RATIO * cons.d**2 > cons.n_rows
-    )
+    """Whether the route table sends ``cons`` to the batched dual when enough instances come
+    together (:data:`attnsvm.svm.routes.FROBENIUS`: inequality rows only, at most
+    ``WORKING_SET_MIN_ROWS`` of them and fewer than ``PRIMAL_RATIO d^2``; larger systems take
+    the working-set route, without an N x N Gram matrix)."""
+    return R.APPLIES["batched-dual"](R.Instance.of(cons, batch=2))
 
 
 def _masked_solve(G: torch.Tensor, b: torch.Tensor, free: torch.Tensor, inplace: bool = False):
@@ -409,13 +399,15 @@ def solve_many(
     conss: Sequence[Constraints],
     device: str | torch.device = "cpu",
     min_batch: int | None = None,
+    route: str = "auto",
 ) -> list[SVMResult]:
-    """:func:`solve_frobenius` for every constraint set, batched where that is faster.
-
-    With at least ``min_batch`` (default ``BATCH_MIN``, measured on CPU) batchable instances
-    the batched route is used; below it, the per-instance loop.
-    """
-    min_batch = BATCH_MIN if min_batch is None else min_batch
-    if conss and sum(batchable(c) for c in conss) >= min_batch:
+    """:func:`solve_frobenius` for every constraint set, batched where the route table says
+    (:data:`attnsvm.svm.routes.FROBENIUS`: from ``routes.BATCH_MIN`` batchable instances, or
+    ``min_batch``; ``route``: a cell's ``svm_route``), the per-instance routes otherwise."""
+    min_batch = R.BATCH_MIN if min_batch is None else min_batch
+    batch = sum(batchable(c) for c in conss)
+    batch = batch if batch >= min_batch or route == "batched-dual" else 1
+    first = [R.frobenius(c, route, batch)[0] for c in conss]
+    if "batched-dual" in first:
         return solve_frobenius_batched(conss, device)[0]
-    return [solve_frobenius(c) for c in conss]
+    return [solve_frobenius(c, route) for c in conss]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnsvm.svm import farkas
+import attnsvm.svm.farkas as farkas
 from attnsvm.svm.constraints import (
     Constraints,
     att_svm_constraints,

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnsvm.svm import solve_frobenius
 from attnsvm.svm.constraints import Constraints
+from attnsvm.svm.frobenius import solve_frobenius
 
 #: relative gap to the convex lower bound below which the answer is certified optimal
 CERTIFY_TOL = 1e-6

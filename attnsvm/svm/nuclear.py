@@ -23,20 +23,14 @@ factorization and iterations pay for. In that case feasibility is certified by s
 the Frobenius QP; otherwise the QP decides it as before. Any failure of the fast path falls
 back to the cvxpy route.
 
-Small problems (reduced size ``r_l + r_r <= BARRIER_MAX_SIZE``, at most ``BARRIER_MAX_ROWS``
-rows, every rhs > 0) first go to the dual barrier method of :mod:`attnsvm.svm.nuclear_ipm`:
-dense Newton steps on the N dual variables, ~3 ms at (6, 8, 10) against ~20 ms for Clarabel.
-Its answer is accepted only with a certified duality gap <= ``GAP_TOL``; otherwise Clarabel
-/ SCS run as above. Larger ones (more than ``BARRIER_MAX_ROWS`` rows, up to ``PD_MAX_ROWS``
-rows and reduced size ``PD_MAX_SIZE``, every rhs > 0) first go to the primal-dual NT method
-of :mod:`attnsvm.svm.nuclear_pd`: 30-80 ms at E3's n = T = 15 (210 rows) against 0.2-0.9 s
-for Clarabel, ~1.2-1.8 s against ~2.3-5 s for SCS at (50, 20, 100); the same certificate
-decides, and Clarabel / SCS take over on any failure. Above ``PD_MAX_ROWS`` rows (reduced
-size up to ``WS_MAX_SIZE``, every rhs > 0) the primal-dual method runs on a working set of
-rows (:mod:`attnsvm.svm.nuclear_ws`, issue 28, warm-started from the Frobenius answer): its
-multipliers padded with zeros certify the gap over all rows, checked as above; it is the
-only route this change adds, so systems of at most ``PD_MAX_ROWS`` rows keep theirs.
-An answer of the barrier, primal-dual or working-set route that misses the certificate
+Which direct route runs first is the route table's (:data:`attnsvm.svm.routes.NUCLEAR`, every
+rhs > 0): the primal-dual NT method of :mod:`attnsvm.svm.nuclear_pd` up to ``PD_MAX_ROWS``
+rows, and above that the primal-dual method on a working set of rows
+(:mod:`attnsvm.svm.nuclear_ws`, issue 28, warm-started from the Frobenius answer: its
+multipliers padded with zeros certify the gap over all rows); then Clarabel / SCS. Each answer
+is accepted only with a certified duality gap <= ``GAP_TOL``; the timings behind the table's
+limits are in BENCHMARKS.md, "SVM routes".
+An answer of the primal-dual or working-set route that misses the certificate
 first goes through the Newton refinement of its optimality conditions
 (:mod:`attnsvm.svm.nuclear_kkt`; issue 28: the photo tokens at n = 32, 64, whose
 near-duplicate patches stall the interior-point methods above ``GAP_TOL``), certified the
@@ -45,9 +39,9 @@ certify by themselves never reach it. ``SVMResult.solver`` names the route that 
 answer.
 
 Many instances at once (:func:`solve_nuclear_many`, issue 28: E3's untrained groups, 100
-seeds of one shape): every instance takes the path above, with the barrier and primal-dual
-solves of the instances of one shape run in batches (``solve_dual_barrier_many``,
-``solve_primal_dual_many``), which give each instance the same answer, bit for bit, as alone;
+seeds of one shape): every instance takes the path above, with the primal-dual solves of the
+instances of one shape run in batches (``solve_primal_dual_many``), which give each instance
+the same answer, bit for bit, as alone;
 so every answer is the one :func:`solve_nuclear` gives, whatever the batch
 (tests/test_svm_nuclear_batched.py).
 """
@@ -63,6 +57,7 @@ import clarabel
 import numpy as np
 import scipy.sparse as sp
 
+import attnsvm.svm.routes as R
 from attnsvm.svm.constraints import Constraints
 from attnsvm.svm.frobenius import (
     BASIS_TOL,
@@ -74,36 +69,10 @@ from attnsvm.svm.frobenius import (
     solve_frobenius,
     violation,
 )
-from attnsvm.svm.nuclear_ipm import certified_gap, solve_dual_barrier, solve_dual_barrier_many
 from attnsvm.svm.nuclear_kkt import refine_kkt
-from attnsvm.svm.nuclear_pd import solve_primal_dual, solve_primal_dual_many
+from attnsvm.svm.nuclear_pd import certified_gap, solve_primal_dual, solve_primal_dual_many
 from attnsvm.svm.nuclear_ws import solve_working_set
 
-#: reduced size ``r_l + r_r`` up to which the dual barrier method (attnsvm.svm.nuclear_ipm) is
-#: tried first: its dense N x N Newton systems are cheap there
-BARRIER_MAX_SIZE = 60
-#: and up to this many rows. Its step count grows with the rows (45-50 steps at 20-60 rows,
-#: 64 at 90, ~100 at 135-140, 90-210 at 210: long steps land next to the boundary
-#: ||G|| = 1 and recover slowly); the primal-dual method of attnsvm.svm.nuclear_pd takes
-#: 15-22 iterations of about twice the cost. Measured crossover (E3 sizes, opt tokens):
-#: barrier 7.5-13 ms vs 12-20 ms up to 60 rows, even at 70, 18.6 vs 13.0 ms at 90, 32 vs 17
-#: ms at 135-140 rows (BENCHMARKS.md, "The nuclear SVM past the barrier's rows"). Solved
-#: many at once (solve_nuclear_many, issue 28) the primal-dual method wins from ~40 rows:
-#: E3's opt tokens, 100 seeds of each shape, CPU s of the batched methods (2-core Xeon,
-#: shared): 45 rows 5.3 (barrier, batched) vs 3.1, 60-70 rows 15.0 (barrier, one by one:
-#: above nuclear_ipm.BATCH_MAX_ROWS) vs 7.8, and it certifies more of them alone (1016
-#: of 1018 at 60-70 rows against 990). The limit is where E2 and E6 (n = 6, T = 8: 42 rows),
-#: solved one at a time where the barrier is faster, keep their route
-BARRIER_MAX_ROWS = 42
-#: reduced size and rows up to which the primal-dual method (attnsvm.svm.nuclear_pd) is tried
-#: first above BARRIER_MAX_ROWS: (50, 20, 100) has size 150 and 950 rows
-PD_MAX_SIZE = 150
-PD_MAX_ROWS = 1000
-#: reduced size up to which systems of more than PD_MAX_ROWS rows first go to the working set
-#: around the primal-dual method (attnsvm.svm.nuclear_ws; issue 28): d = 64 has size 128
-WS_MAX_SIZE = 256
-#: reduced SDP size ``r_l + r_r`` up to which Clarabel (interior point, exact, slow) is used
-CLARABEL_MAX_SIZE = 30
 SCS_OPTIONS = dict(eps_abs=1e-8, eps_rel=1e-8, max_iters=200_000, acceleration_lookback=10)
 #: relative duality gap an SDP answer must certify to be ``optimal`` (issue 12)
 GAP_TOL = 1e-7
@@ -240,7 +209,7 @@ class _Direct:
     def A_lin(self) -> sp.csc_matrix:
         """Constraint rows ``-a_k (x) beta_k`` on vec(Y) (row-major: Y[c, j] at c * q + j).
 
-        Built on first use: the barrier method (attnsvm.svm.nuclear_ipm) never needs it.
+        Built on first use: the interior-point route (attnsvm.svm.nuclear_pd) never needs it.
         """
         N, (r_l, _), q, a = self.cons.n_rows, self.shape, self.q, self.a
         if self.substituted:
@@ -386,19 +355,11 @@ def _reduced(prob: _Direct) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return prob.a, cons.right @ prob.U_r, cons.rhs
 
 
-def _solve_barrier(prob: _Direct) -> tuple[str, np.ndarray | None, np.ndarray | None]:
-    """The dual barrier method of :mod:`attnsvm.svm.nuclear_ipm` on the reduced rows.
-
-    Its status is never "optimal" by itself: the caller accepts its answer only through the
-    certified duality gap (``GAP_TOL``).
-    """
-    return _lift_certificate(prob, solve_dual_barrier(*_reduced(prob)))
-
-
 def _solve_primal_dual(prob: _Direct) -> tuple[str, np.ndarray | None, np.ndarray | None]:
     """The primal-dual method of :mod:`attnsvm.svm.nuclear_pd` on the reduced rows.
 
-    Like the barrier's, its answer counts only through the certified gap (``GAP_TOL``).
+    Its status is never "optimal" by itself: the caller accepts its answer only through the
+    certified duality gap (``GAP_TOL``).
     """
     return _lift_certificate(prob, solve_primal_dual(*_reduced(prob)))
 
@@ -420,7 +381,7 @@ def _solve_working_set(
 
 #: the interior-point routes whose uncertified answer goes through the Newton refinement of
 #: attnsvm.svm.nuclear_kkt before the conic solvers take over
-_REFINED = ("barrier", "primal-dual", "ws-primal-dual")
+_REFINED = ("primal-dual", "ws-primal-dual")
 
 
 def _refine(prob: _Direct, W: np.ndarray, lam: np.ndarray) -> tuple:
@@ -437,7 +398,7 @@ def _refine(prob: _Direct, W: np.ndarray, lam: np.ndarray) -> tuple:
 
 
 def _lift_certificate(prob: _Direct, res) -> tuple[str, np.ndarray | None, np.ndarray | None]:
-    """(status, full-size W, multipliers) of a reduced barrier / primal-dual result."""
+    """(status, full-size W, multipliers) of a reduced primal-dual result."""
     if res is None:
         return "breakdown", None, None
     return "certificate", prob.U_l @ res.M @ prob.U_r.T, res.lam
@@ -463,7 +424,7 @@ def _frobenius_verdict(
 
 def _sdp_order(size: int) -> list[str]:
     """Conic solvers to try, most suitable first, for a reduced problem of ``size`` p + q."""
-    return ["clarabel", "scs"] if size <= CLARABEL_MAX_SIZE else ["scs", "clarabel"]
+    return ["clarabel", "scs"] if size <= R.CLARABEL_MAX_SIZE else ["scs", "clarabel"]
 
 
 @dataclass
@@ -478,15 +439,19 @@ class _Plan:
     frobenius: SVMResult | None
 
 
-def _try_direct(cons: Constraints, t0: float, frobenius: SVMResult | None) -> SVMResult | None:
+def _try_direct(
+    cons: Constraints, t0: float, frobenius: SVMResult | None, route: str = "auto"
+) -> SVMResult | None:
     """The direct conic path (module docstring); None when it does not apply or fails."""
-    plan = _plan_direct(cons, t0, frobenius)
+    plan = _plan_direct(cons, t0, frobenius, route)
     return plan if not isinstance(plan, _Plan) else _run_direct(plan)
 
 
-def _plan_direct(cons: Constraints, t0: float, frobenius: SVMResult | None):
+def _plan_direct(cons: Constraints, t0: float, frobenius: SVMResult | None, route: str = "auto"):
     """The direct path up to its first solver: a :class:`_Plan`, the Frobenius verdict
-    (an :class:`SVMResult`: the rows are empty or the QP failed), or None (no direct path)."""
+    (an :class:`SVMResult`: the rows are empty or the QP failed), or None (no direct path).
+    Its solvers are the routes of :data:`attnsvm.svm.routes.NUCLEAR` (``route``: a cell's
+    ``svm_route``, first where it applies)."""
     if cons.equality.any():
         return None
     try:
@@ -494,8 +459,8 @@ def _plan_direct(cons: Constraints, t0: float, frobenius: SVMResult | None):
     except (np.linalg.LinAlgError, ValueError):
         return None
     messages = []
-    size = sum(prob.shape)
-    at_size = cons.n_rows > PD_MAX_ROWS and size <= WS_MAX_SIZE and bool(np.all(cons.rhs > 0))
+    order = list(R.nuclear(cons, sum(prob.shape), route))
+    at_size = order[0] == "ws-primal-dual"
     if at_size and frobenius is None:  # the working set's warm start (and feasibility)
         frobenius = solve_frobenius(cons)
     if not prob.certified_feasible():
@@ -505,14 +470,6 @@ def _plan_direct(cons: Constraints, t0: float, frobenius: SVMResult | None):
         messages.append("feasibility by the Frobenius QP")
     else:
         messages.append("feasibility certified by structure")
-    order = _sdp_order(size)
-    if at_size:
-        order.insert(0, "ws-primal-dual")
-    elif np.all(cons.rhs > 0):
-        if size <= BARRIER_MAX_SIZE and cons.n_rows <= BARRIER_MAX_ROWS:
-            order.insert(0, "barrier")
-        elif size <= PD_MAX_SIZE and cons.n_rows <= PD_MAX_ROWS:
-            order.insert(0, "primal-dual")
     return _Plan(cons, t0, prob, order, messages, frobenius)
 
 
@@ -527,8 +484,6 @@ def _run_direct(plan: _Plan, first: tuple | None = None) -> SVMResult | None:
         try:
             if first is not None:
                 (status, W, lam), first = first, None
-            elif solver == "barrier":
-                status, W, lam = _solve_barrier(prob)
             elif solver == "primal-dual":
                 status, W, lam = _solve_primal_dual(prob)
             elif solver == "ws-primal-dual":
@@ -574,7 +529,9 @@ def _run_direct(plan: _Plan, first: tuple | None = None) -> SVMResult | None:
     return None
 
 
-def solve_nuclear(cons: Constraints, frobenius: SVMResult | None = None) -> SVMResult:
+def solve_nuclear(
+    cons: Constraints, frobenius: SVMResult | None = None, route: str = "auto"
+) -> SVMResult:
     """Att-SVM_* ``W_mm_* = argmin ||W||_*`` s.t. the constraints (docs/science.md §4).
 
     ``frobenius``: the answer of :func:`attnsvm.svm.frobenius.solve_frobenius` (or of its
@@ -588,28 +545,29 @@ def solve_nuclear(cons: Constraints, frobenius: SVMResult | None = None) -> SVMR
     ``VERIFY_TOL`` and the solver's multipliers certify a relative duality gap <= ``GAP_TOL``
     whatever the solver's own status (issue 12); a route that misses the certificate hands
     over to the next solver; ``optimal_inaccurate`` (not solved) when none certifies its
-    answer, ``solver_error`` when both SDP solvers failed.
+    answer, ``solver_error`` when both SDP solvers failed. ``route``: a cell's ``svm_route``
+    (:mod:`attnsvm.svm.routes`).
     """
     t0 = time.perf_counter()
     d = cons.d
     if cons.n_rows == 0:
         return SVMResult(np.zeros((d, d)), "optimal", 0.0, "trivial", time.perf_counter() - t0)
-    direct = _try_direct(cons, t0, frobenius)
+    direct = _try_direct(cons, t0, frobenius, route)
     if direct is not None:
         return direct
     return _solve_conic(cons, t0, frobenius)
 
 
 def solve_nuclear_many(
-    conss: list[Constraints], frobenius: list[SVMResult | None] | None = None
-) -> list[SVMResult]:
+    conss: list[Constraints], frobenius: list[SVMResult | None] | None = None,
+    route: str = "auto",
+) -> list[SVMResult]:  # fmt: skip
     """:func:`solve_nuclear` of every constraint set (``frobenius``: their Frobenius answers,
     as there), the same answers, bit for bit, in less time.
 
-    The instances whose first route is the dual barrier (attnsvm.svm.nuclear_ipm) or the
-    primal-dual method (attnsvm.svm.nuclear_pd) run those methods together, every instance
-    of one shape in one batch (:func:`~attnsvm.svm.nuclear_ipm.solve_dual_barrier_many`,
-    :func:`~attnsvm.svm.nuclear_pd.solve_primal_dual_many`: an instance's arithmetic is the
+    The instances whose first route is the primal-dual method (attnsvm.svm.nuclear_pd) run
+    it together, every instance of one shape in one batch
+    (:func:`~attnsvm.svm.nuclear_pd.solve_primal_dual_many`: an instance's arithmetic is the
     one it has alone, so its answer does not depend on the batch); the certificate and every
     later route (refinement, Clarabel / SCS, cvxpy) then run per instance exactly as in
     :func:`solve_nuclear`. A batch that raises is solved per instance instead. Each answer's
@@ -622,9 +580,9 @@ def solve_nuclear_many(
     for i, cons in enumerate(conss):
         t0 = time.perf_counter()
         if cons.n_rows == 0:
-            out[i] = solve_nuclear(cons, frobenius[i])
+            out[i] = solve_nuclear(cons, frobenius[i], route)
             continue
-        plan = _plan_direct(cons, t0, frobenius[i])
+        plan = _plan_direct(cons, t0, frobenius[i], route)
         if isinstance(plan, _Plan):
             plans[i] = plan
             spent[i] = time.perf_counter() - t0
@@ -633,16 +591,13 @@ def solve_nuclear_many(
         else:
             out[i] = _solve_conic(cons, t0, frobenius[i])
     first: dict[int, tuple] = {}
-    batched = (("barrier", solve_dual_barrier_many), ("primal-dual", solve_primal_dual_many))
-    for route, many in batched:
-        todo = [i for i, plan in plans.items() if plan.order[0] == route]
-        if not todo:
-            continue
-        t0 = time.perf_counter()
-        try:
-            answers = many([_reduced(plans[i].prob) for i in todo])
-        except Exception:  # noqa: BLE001 - solved per instance below, as solve_nuclear does
-            continue
+    todo = [i for i, plan in plans.items() if plan.order[0] == "primal-dual"]
+    t0 = time.perf_counter()
+    try:
+        answers = solve_primal_dual_many([_reduced(plans[i].prob) for i in todo])
+    except Exception:  # noqa: BLE001 - solved per instance below, as solve_nuclear does
+        answers = None
+    if todo and answers is not None:
         share = (time.perf_counter() - t0) / len(todo)
         for i, res in zip(todo, answers, strict=True):
             first[i] = _lift_certificate(plans[i].prob, res)

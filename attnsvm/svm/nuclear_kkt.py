@@ -3,7 +3,7 @@
 Implements docs/science.md §4, Att-SVM_* (``W_mm_*``), "The SVMs at size", on the reduced rows
 of :mod:`attnsvm.svm.nuclear` (``min ||M||_* s.t. a_k^T M b_k >= c_k``, every ``c_k > 0``).
 
-Why: the interior-point methods (:mod:`attnsvm.svm.nuclear_ipm`, :mod:`attnsvm.svm.nuclear_pd`)
+Why: the interior-point methods (:mod:`attnsvm.svm.nuclear_pd` and its working set)
 stall short of ``GAP_TOL`` on the photo tokens at n = 32, 64 (issue 28): near-duplicate
 patches need a large ``M`` (``||M||_2`` of a few hundred for margins of 1), the Schur
 complement loses the primal rows (residual 1e-7..1e-5 while the complementarity gap is
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 #: ``1 - sigma_i(G) / sigma_1(G)`` up to which a singular direction counts as tight (as the
-#: polish of attnsvm.svm.nuclear_ipm)
+#: polish of attnsvm.svm.nuclear_pd)
 KKT_TIGHT = 1e-4
 #: multipliers at least this fraction of the largest count as active rows
 KKT_ACTIVE = 1e-6

@@ -1,9 +1,12 @@
 """Primal-dual interior-point method (NT, Mehrotra) for nuclear Att-SVMs with many rows.
 
-Implements docs/science.md §4, Att-SVM_* (``W_mm_*``), on the reduced
-rows of :mod:`attnsvm.svm.nuclear`, for instances with more rows than the dual barrier method
-of :mod:`attnsvm.svm.nuclear_ipm` handles well: from 43 rows, where solved in E3's batches
-it is the cheaper method (issue 28; E3's (n, T) other than (5, 5) and (10, 5), 45-210 rows).
+Implements docs/science.md §4, Att-SVM_* (``W_mm_*``), on the reduced rows of
+:mod:`attnsvm.svm.nuclear`: the nuclear route table's interior-point method up to
+``routes.PD_MAX_ROWS`` rows (and above them on a working set of rows,
+:mod:`attnsvm.svm.nuclear_ws`).
+The dual barrier method it replaced at E2's and E6's 42 rows (issue 45: within 1.3x its time
+there, and it certifies more instances by itself; BENCHMARKS.md, "The nuclear route table's
+interior-point rows against their rivals") is gone.
 
 The pair of conic problems (``n = p + q``, ``F_k = [[0, a_k b_k^T], [b_k a_k^T, 0]]``)::
 
@@ -14,14 +17,15 @@ The pair of conic problems (``n = p + q``, ``F_k = [[0, a_k b_k^T], [b_k a_k^T, 
 certifies with (``Z >= 0`` iff ``||G(lam)||_2 <= 1``), and (P) is the SVM itself with
 ``M = 2 X_12`` (``tr X >= ||M||_*``, equality at the optimum).
 
-Why not the dual barrier with many rows: measured at n = T = 15 (N = 210 rows), its path
+Why not a dual barrier method (Newton on ``-t c^T lam - sum log lam_k - log det(I - G^T G)``,
+the route it replaced): measured at n = T = 15 (N = 210 rows), its path
 takes 90-210 Newton steps (~100 at 135-140 rows, 45-50 up to 60), most of them after a long
 step that lands next to the boundary ``||G||_2 = 1`` (the Newton decrement then stays at
 ~1.7 for dozens of full steps while ``1 - sigma_1(G)`` recovers by a few per cent per step);
 a step costs ~0.6 ms (an N x N Hessian and its Cholesky). This method takes the
 Nesterov-Todd direction with Mehrotra's predictor-corrector, whose iteration count hardly
 grows with N (15-22 from 20 to 950 rows). Its Schur
-complement has the same structure as the barrier's Hessian::
+complement has the same structure as that barrier's Hessian::
 
     H_kl = 2 [(a_k^T W_11 a_l)(b_k^T W_22 b_l) + (a_k^T W_12 b_l)(a_l^T W_12 b_k)] + x_k/lam_k
 
@@ -29,7 +33,7 @@ complement has the same structure as the barrier's Hessian::
 N x N Cholesky and two solves per iteration; everything else is n x n.
 
 Nothing here is trusted. Near the end the answer goes through the optimality-condition
-polish of :mod:`attnsvm.svm.nuclear_ipm` (tight singular subspace of G, active rows), and the
+polish (:func:`polish`: tight singular subspace of G, active rows), and the
 best pair of primal and dual candidates is returned with its certified gap
 ``(||M||_* - c^T lam / ||G(lam)||_2) / ||M||_*``; the caller accepts it only below
 ``attnsvm.svm.nuclear.GAP_TOL`` and checks every row, else it refines the pair
@@ -49,17 +53,34 @@ rows, ~10% at 210 (where the N x N arithmetic dominates).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 from scipy.linalg import lapack
 
-from attnsvm.svm.nuclear_ipm import (
-    ACCEPT_GAP,
-    MIN_TARGET_GAP,
-    TARGET_GAP,
-    DualBarrierResult,
-    _polish_parts,
-    best_pair,
-)
+#: relative duality-gap estimate at which an interior-point path stops
+TARGET_GAP = 1e-9
+#: certified gap below which a result is returned; above it the path continues to a 100x
+#: smaller target (down to MIN_TARGET_GAP), whose polish usually certifies
+ACCEPT_GAP = 1e-8
+MIN_TARGET_GAP = 1e-12
+#: ``1 - sigma_i(G)`` up to which a singular direction of G counts as tight (polish)
+TIGHT_SIGMA = 1e-4
+#: multipliers at least this fraction of the largest count as active rows (polish)
+ACTIVE_LAM = 1e-6
+
+
+@dataclass
+class PrimalDualResult:
+    """Primal ``M`` (p x q), dual ``lam`` (N,), certified relative gap, iterations taken."""
+
+    M: np.ndarray
+    lam: np.ndarray
+    gap: float
+    newton_steps: int
+    polished: bool = False
+
 
 #: fraction of the step to the boundary of the cones that an iteration takes
 STEP_FRACTION = 0.98
@@ -123,7 +144,7 @@ def solve_primal_dual(
     *,
     target_gap: float = TARGET_GAP,
     max_iter: int = MAX_ITER,
-) -> DualBarrierResult | None:
+) -> PrimalDualResult | None:
     """Att-SVM_* on reduced rows ``a_k`` (rows of A, N x p) and ``b_k`` (rows of B, N x q).
 
     Iterates until the relative gap estimate ``(tr(XZ) + x^T lam) / c^T lam`` is below
@@ -232,9 +253,9 @@ def _step(pr: _Problem, X, x, lam, Z, LX, LZ, mu, rp):
     return X + ap * dX, x + ap * dx, lam + ad * dlam
 
 
-def _result(A, B, c, X, lam, it) -> DualBarrierResult:
+def _result(A, B, c, X, lam, it) -> PrimalDualResult:
     """The best certified pair among the iterate's and the polished primals and duals
-    (:func:`~attnsvm.svm.nuclear_ipm.best_pair`)."""
+    (:func:`best_pair`)."""
     p = A.shape[1]
     G = A.T @ (lam[:, None] * B)
     M = 2.0 * X[:p, p:]
@@ -243,10 +264,10 @@ def _result(A, B, c, X, lam, it) -> DualBarrierResult:
     M_pol, polished_dual = _polish_parts(A, B, c, lam, G)
     primals += [M_pol] if M_pol is not None else []
     if not primals:
-        return DualBarrierResult(M, lam, float("inf"), it)
+        return PrimalDualResult(M, lam, float("inf"), it)
     i, dual, gap, j = best_pair(A, B, c, primals, lam, polished_dual)
     polished = (ratio <= 0 or i > 0) or j
-    return DualBarrierResult(primals[i], dual, gap, it, polished=polished)
+    return PrimalDualResult(primals[i], dual, gap, it, polished=polished)
 
 
 # ----------------------------------------------------------------------------- many at once
@@ -306,7 +327,7 @@ def _chol_each(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def solve_primal_dual_many(
     problems, *, target_gap: float = TARGET_GAP, max_iter: int = MAX_ITER
-) -> list[DualBarrierResult | None]:
+) -> list[PrimalDualResult | None]:
     """:func:`solve_primal_dual` of many instances ``(A, B, c)``, the same answers, bit for
     bit (docs/science.md §4, Att-SVM_*).
 
@@ -317,7 +338,7 @@ def solve_primal_dual_many(
     gets alone (operands in the same memory order), so an answer does not depend on the
     batch it was solved in (tests/test_svm_nuclear_batched.py).
     """
-    out: list[DualBarrierResult | None] = [None] * len(problems)
+    out: list[PrimalDualResult | None] = [None] * len(problems)
     groups: dict[tuple, list] = {}
     for i, (A, B, c) in enumerate(problems):
         A, B, c = (np.ascontiguousarray(v, dtype=np.float64) for v in (A, B, c))
@@ -352,11 +373,11 @@ class _Iterates:
             setattr(self, name, getattr(self, name)[mask])
 
 
-def _pd_many(A, B, c, target_gap, max_iter) -> list[DualBarrierResult | None]:
+def _pd_many(A, B, c, target_gap, max_iter) -> list[PrimalDualResult | None]:
     """The iteration of :func:`solve_primal_dual` for K instances of one shape, each in its
     own order of operations; instances leave as they return."""
     K, N, _ = A.shape
-    best: list[DualBarrierResult | None] = [None] * K
+    best: list[PrimalDualResult | None] = [None] * K
     s1 = np.linalg.svd(A.mT @ B, compute_uv=False).max(axis=1)
     live = s1 > 0
     pr = _Many(A[live], B[live], c[live])
@@ -493,3 +514,115 @@ def _step_many(pr: _Many, X, x, lam, Z, LX, LZ, mu, rp):
     ap, ad = (_pymin(one, STEP_FRACTION * a) for a in lengths(dX, dx, dlam, dZ))
     moved &= np.isfinite(ap) & np.isfinite(ad) & ~(np.maximum(ap, ad) < 1e-12)
     return X + ap[:, None, None] * dX, x + ap[:, None] * dx, lam + ad[:, None] * dlam, moved
+
+
+# ------------------------------------------ the certificate and the optimality-condition polish
+def certified_gap(A, B, c, M, lam, upper: float | None = None) -> float:
+    """Relative gap ``(||M||_* - c^T lam / ||G(lam)||_2) / ||M||_*`` (weak duality).
+
+    ``upper``: ``||M||_*`` when the caller has it (the same sum of singular values)."""
+    if upper is None:
+        upper = float(np.linalg.svd(M, compute_uv=False).sum())
+    if upper <= 0:
+        return float("inf")
+    return (upper - _dual_bound(A, B, c, lam)) / upper
+
+
+def _dual_bound(A, B, c, lam) -> float:
+    """``c^T lam / ||G(lam)||_2`` for ``lam >= 0``: a lower bound on the optimum (-inf if none)."""
+    lam = np.maximum(lam, 0.0)
+    spec = float(np.linalg.norm(A.T @ (lam[:, None] * B), 2))
+    return float(c @ lam) / spec if spec > 0 else -float("inf")
+
+
+def _tight_subspace(G: np.ndarray):
+    """Singular vectors of G split into tight (``1 - sigma <= TIGHT_SIGMA``) and the rest."""
+    U, sig, Vt = np.linalg.svd(G)
+    r = int(np.sum(1.0 - sig <= TIGHT_SIGMA))
+    return U, Vt.T, r
+
+
+def polish(A, B, c, lam, G) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Primal and dual from the optimality conditions (docs/science.md §4, Att-SVM_*).
+
+    ``G(lam) in d||M||_*`` means ``M = U_1 K V_1^T`` with ``K >= 0``, where ``U_1, V_1`` are the
+    singular vectors of G whose singular value is 1, every row with ``lam_k > 0`` holds with
+    equality, and ``G = U_1 V_1^T + (a part orthogonal to U_1 and V_1 of norm < 1)``. Given
+    the tight subspace and the active rows from the interior-point path, K and the active
+    multipliers solve small linear systems, free of its ill-conditioning near the end. Returns
+    ``(M or None, lam or None)``: None where a system does not pin its unknowns down or K is
+    not PSD. The caller certifies whatever is returned.
+    """
+    M, dual = _polish_parts(A, B, c, lam, G)
+    return M, dual()
+
+
+def _polish_parts(A, B, c, lam, G) -> tuple[np.ndarray | None, Callable[[], np.ndarray | None]]:
+    """:func:`polish`'s primal, and its dual as a function computed on demand (its least
+    squares problem costs more than the rest of the polish: :func:`best_pair` asks for it
+    only where the unpolished dual misses ``ACCEPT_GAP``)."""
+    U, V, r = _tight_subspace(G)
+    if r == 0:
+        return None, lambda: None
+    active = lam >= ACTIVE_LAM * lam.max()
+    ua, vb = A[active] @ U, B[active] @ V  # (n_a, p), (n_a, q)
+    M = _polish_primal(A, B, c, active, ua[:, :r], vb[:, :r], U[:, :r], V[:, :r])
+    return M, lambda: _polish_dual(lam, active, ua, vb, r)
+
+
+def best_pair(A, B, c, primals: list, lam: np.ndarray, polished_dual) -> tuple:
+    """``(i, dual, gap, polished_dual_used)``: the primal of least nuclear norm
+    (``primals[i]``) and the dual of the largest bound ``c^T y / ||G(y)||_2`` among ``lam``
+    and the polished dual, with their certified relative gap. ``polished_dual()`` is called
+    only where ``lam``'s bound misses ``ACCEPT_GAP``: a pair that certifies with ``lam`` is
+    accepted whatever the polished dual's bound, so the primal, the only answer the caller
+    keeps after its own certificate, is the same either way."""
+    uppers = [float(np.linalg.svd(M, compute_uv=False).sum()) for M in primals]
+    i = int(np.argmin(uppers))
+    upper, duals = uppers[i], [lam]
+    lowers = [_dual_bound(A, B, c, lam)]
+    if not (upper > 0 and (upper - lowers[0]) / upper <= ACCEPT_GAP):
+        lam_pol = polished_dual()
+        if lam_pol is not None:
+            duals.append(lam_pol)
+            lowers.append(_dual_bound(A, B, c, lam_pol))
+    j = int(np.argmax(lowers))
+    gap = (upper - lowers[j]) / upper if upper > 0 else float("inf")
+    return i, duals[j], gap, j > 0
+
+
+def _polish_primal(A, B, c, active, a, b, U1, V1) -> np.ndarray | None:
+    r = U1.shape[1]
+    iu = np.triu_indices(r)
+    # a^T K b with K symmetric, over the upper triangle (off-diagonals appear twice)
+    coef = a[:, iu[0]] * b[:, iu[1]] + np.where(iu[0] != iu[1], a[:, iu[1]] * b[:, iu[0]], 0.0)
+    if coef.shape[0] < coef.shape[1]:
+        return None
+    sol, _, rank_, _ = np.linalg.lstsq(coef, c[active], rcond=None)
+    if rank_ < coef.shape[1]:
+        return None
+    K = np.zeros((r, r))
+    K[iu] = sol
+    K = K + np.triu(K, 1).T
+    w, Q = np.linalg.eigh(K)
+    if w.min() < -1e-9 * max(w.max(), 0.0):
+        return None
+    M = U1 @ ((Q * np.maximum(w, 0.0)) @ Q.T) @ V1.T
+    ratio = float(np.min(np.einsum("kp,pq,kq->k", A, M, B) / c))
+    if ratio <= 0:
+        return None
+    return M / ratio if ratio < 1 else M
+
+
+def _polish_dual(lam, active, ua, vb, r) -> np.ndarray | None:
+    """Active multipliers with ``U^T G V = [[I_r, 0], [0, *]]`` (least squares)."""
+    p, q = ua.shape[1], vb.shape[1]
+    rows, cols = np.nonzero((np.arange(p)[:, None] < r) | (np.arange(q)[None, :] < r))
+    coef = (ua[:, rows] * vb[:, cols]).T  # (equations, n_a)
+    rhs = ((rows == cols) & (rows < r)).astype(np.float64)
+    sol = np.linalg.lstsq(coef, rhs, rcond=None)[0]
+    if not np.all(np.isfinite(sol)):
+        return None
+    out = np.zeros_like(lam)
+    out[active] = np.maximum(sol, 0.0)
+    return out

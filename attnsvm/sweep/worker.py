@@ -74,6 +74,7 @@ def write_block(
     with stage(log, "imports"):  # timed: the worker's start-up, logged per job
         from attnsvm.sweep.store import results_to_dataset, write_atomic
         from attnsvm.tasks import run_cells
+        from attnsvm.tasks.result import left_fused_loop
 
     log.info(
         "block %s of experiment %s: %d cell(s), device %s, %d torch thread(s), out %s",
@@ -98,6 +99,7 @@ def write_block(
         "status_counts": json.dumps(
             {s: sum(r.status == s for r in results) for s in sorted({r.status for r in results})}
         ),
+        "cells_torch_loop": sum(left_fused_loop(r.device) for r in results),
         "seconds_stages": {
             stage: float(sum(r.timings.get(stage, 0.0) for r in results))
             for stage in ("train", "solve", "metrics")

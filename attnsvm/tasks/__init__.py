@@ -22,13 +22,14 @@ import functools
 import importlib
 import logging
 import pkgutil
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from attnsvm.config.cell import Cell
 from attnsvm.gd.threads import limited
 from attnsvm.tasks.cache import SolveCache
-from attnsvm.tasks.result import CellResult
+from attnsvm.tasks.result import CellResult, left_fused_loop
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,13 @@ def _run_cells(cells: Sequence[Cell], device: str, progress: bool) -> list[CellR
             out[i] = res
     if cells:
         log.info("SVM cache: %d of the solves reused an identical constraint set", cache.hits)
+    left = Counter(r.device for r in out if r is not None and left_fused_loop(r.device))
+    if left:  # once per block: these cells train several times slower than they could
+        log.warning(
+            "%d of %d cell(s) trained in the torch loop, outside the fused loop: %s "
+            "(a model's FUSED_FIELDS, docs/extending.md \"The fused loop\")",
+            sum(left.values()), len(cells), "; ".join(f"{k}: {v}" for k, v in left.items()),
+        )  # fmt: skip
     return out  # type: ignore[return-value]
 
 

@@ -27,27 +27,29 @@ class SolveCache:
         self.hits = 0
 
     @staticmethod
-    def _key(solver, cons) -> tuple:
+    def _key(solver, cons, route: str = "auto") -> tuple:
         h = hashlib.sha256()
         for a in (cons.left, cons.right, cons.rhs, cons.equality):
             h.update(np.ascontiguousarray(a).tobytes())
             h.update(str(a.shape).encode())
-        return (solver.__module__, solver.__qualname__, h.hexdigest())
+        return (solver.__module__, solver.__qualname__, route, h.hexdigest())
 
-    def solve(self, solver, cons, **hints: Any) -> SVMResult:
-        """``solver(cons, **hints)``, or the stored answer for identical rows.
+    def solve(self, solver, cons, route: str = "auto", **hints: Any) -> SVMResult:
+        """``solver(cons, **hints)`` (with ``route``, a cell's ``svm_route``, where it is not
+        ``auto``: :mod:`attnsvm.svm.routes`), or the stored answer for identical rows.
 
         ``hints`` must not change the answer (e.g. the Frobenius answer that
         :func:`solve_nuclear` reads feasibility from): they are not part of the key.
         """
-        key = self._key(solver, cons)
+        key = self._key(solver, cons, route)
         if key in self._store:
             self.hits += 1
             return self._store[key]
-        res = self._store[key] = solver(cons, **hints)
+        extra = {} if route == "auto" else {"route": route}
+        res = self._store[key] = solver(cons, **extra, **hints)
         return res
 
-    def solve_frobenius_many(self, conss, device: str = "cpu") -> None:
+    def solve_frobenius_many(self, conss, device: str = "cpu", route: str = "auto") -> None:
         """Store :func:`solve_frobenius` answers for the distinct, new constraint sets among
         ``conss``, solved together (:func:`attnsvm.svm.frobenius_batched.solve_many`: batched
         from ``BATCH_MIN`` instances, the same answers as one by one otherwise)."""
@@ -56,14 +58,14 @@ class SolveCache:
 
         solver, todo = svm_frobenius_batched.solve_frobenius, {}  # the answers' own route
         for cons in conss:
-            key = self._key(solver, cons)
+            key = self._key(solver, cons, route)
             if key not in self._store:
                 todo.setdefault(key, cons)
-        answers = svm_frobenius_batched.solve_many(list(todo.values()), device)
+        answers = svm_frobenius_batched.solve_many(list(todo.values()), device, route=route)
         for key, res in zip(todo, answers, strict=True):
             self._store[key] = res
 
-    def solve_nuclear_many(self, solver, conss, frobenius) -> None:
+    def solve_nuclear_many(self, solver, conss, frobenius, route: str = "auto") -> None:
         """Store the nuclear answers of the distinct, new constraint sets among ``conss``
         under ``solver`` (the :func:`~attnsvm.svm.nuclear.solve_nuclear` the cells look up),
         solved together by :func:`attnsvm.svm.nuclear.solve_nuclear_many` (the same answers,
@@ -73,11 +75,11 @@ class SolveCache:
             return
         todo: dict[tuple, tuple] = {}
         for cons, fro in zip(conss, frobenius, strict=True):
-            key = self._key(solver, cons)
+            key = self._key(solver, cons, route)
             if key not in self._store:
                 todo.setdefault(key, (cons, fro))
         answers = svm_nuclear.solve_nuclear_many(
-            [c for c, _ in todo.values()], [f for _, f in todo.values()]
+            [c for c, _ in todo.values()], [f for _, f in todo.values()], route
         )
         for key, res in zip(todo, answers, strict=True):
             self._store[key] = res

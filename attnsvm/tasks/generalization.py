@@ -10,6 +10,8 @@ tokens of the stored, possibly flipped, labels).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from attnsvm.gd.data import Dataset
@@ -24,31 +26,26 @@ SCALARS = (
 CURVES = ("test_loss", "test_err", "train_err", "flip_fit")
 
 
-def outputs(W: np.ndarray, ds: Dataset) -> np.ndarray:
-    """``f_i(W) = v^T X_i^T softmax(X_i W z_i)`` for every W of ``W`` (C, d, d): (C, n)
-    (docs/science.md §2, the linear head)."""
-    logits = np.einsum("ntd,cde,ne->cnt", ds.X, W, ds.Z)
-    logits -= logits.max(axis=-1, keepdims=True)
-    s = np.exp(logits)
-    s /= s.sum(axis=-1, keepdims=True)
-    return np.einsum("cnt,nt->cn", s, ds.X @ ds.v)
+def outputs(W: np.ndarray, ds: Dataset, settings: Any = None) -> np.ndarray:
+    """``f_i(W) = v^T X_i^T softmax(X_i W z_i)`` for every W of ``W`` (C, d, d): (C, n), the
+    model's own forward (:func:`attnsvm.gd.model.evaluate`; ``settings``: the cell's training
+    settings, so that every field of the model counts)."""
+    from attnsvm.gd.model import evaluate  # torch: only where a cell has a test sample
+
+    return evaluate(ds, W, settings)[0]
 
 
-def hard_outputs(W: np.ndarray, ds: Dataset) -> np.ndarray:
+def hard_outputs(W: np.ndarray, ds: Dataset, settings: Any = None) -> np.ndarray:
     """The limit of ``f_i(R W)`` as R grows: ``v^T x_{i, argmax_t x_it^T W z_i}`` (n,), the
     prediction of attention along the direction W at infinite norm (docs/science.md §15)."""
-    top = np.argmax(np.einsum("ntd,de,ne->nt", ds.X, W, ds.Z), axis=1)
-    return ds.X[np.arange(ds.n), top] @ ds.v
+    from attnsvm.gd.model import evaluate  # torch: only where a cell has a test sample
+
+    return evaluate(ds, W[None], settings)[2][0]
 
 
 def errors(f: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """Share of examples misclassified, ``mean_i [Y_i f_i <= 0]`` over the last axis."""
     return np.mean(Y * f <= 0, axis=-1)
-
-
-def logistic_loss(f: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """``mean_i log(1 + exp(-Y_i f_i))`` over the last axis (docs/science.md §2)."""
-    return np.mean(np.logaddexp(0.0, -Y * f), axis=-1)
 
 
 def flip_fit(f: np.ndarray, ds: Dataset) -> np.ndarray:
@@ -78,17 +75,22 @@ def measure(
     svm: np.ndarray | None,
     interpolator: np.ndarray | None,
     iterations: np.ndarray | None = None,
+    settings: Any = None,
 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """Scalars and curves of docs/science.md §15 for the trajectory ``W`` (C, d, d).
+    """Scalars and curves of docs/science.md §15 for the trajectory ``W`` (C, d, d), from the
+    cell's model (``settings``: its training settings) at every W.
 
     ``svm``: the Frobenius Att-SVM of GD's selection, ``interpolator``: that of the optimal
     tokens of the stored labels (None where unsolved: their errors are NaN). Test errors count
     the test sample's own flipped labels, so a perfect selector of the signal token errs on
     exactly ``test_flip_share``; ``test_excess`` is the excess over it.
     """
-    f_test, f_train = outputs(W, test), outputs(W, train)
+    from attnsvm.gd.model import evaluate  # torch: only where a cell has a test sample
+
+    f_test, test_loss, _ = evaluate(test, W, settings)
+    f_train = outputs(W, train, settings)
     curves = {
-        "test_loss": logistic_loss(f_test, test.Y),
+        "test_loss": test_loss,
         "test_err": errors(f_test, test.Y),
         "train_err": errors(f_train, train.Y),
         "flip_fit": flip_fit(f_train, train),
@@ -99,7 +101,7 @@ def measure(
     sc["test_excess"] = sc["test_err"] - sc["test_flip_share"]
     for key, S in (("svm", svm), ("mm", interpolator)):
         sc[f"test_err_{key}"] = (
-            float(errors(hard_outputs(S, test), test.Y)) if S is not None else np.nan
+            float(errors(hard_outputs(S, test, settings), test.Y)) if S is not None else np.nan
         )
     sc["test_excess_mm"] = sc["test_err_mm"] - sc["test_flip_share"]
     sc["gd_mm_gap"] = sc["test_err"] - sc["test_err_mm"]
@@ -108,3 +110,55 @@ def measure(
     sc["fit_iteration"] = float(its[k])
     sc["test_err_at_fit"] = float(curves["test_err"][k])
     return sc, curves
+
+
+# --------------------------------------------------------------------------- baselines
+#: per-cell baselines of a cell with a test sample (docs/science.md §15): what is possible
+#: (the Bayes-optimal classifier of the token model) and what the interpolator fits
+BASELINE_SCALARS = ("bayes_err", "test_err_bayes", "flip_fit_bayes", "train_err_mm")
+
+
+def bayes_error(snr: float, d: int, label_flip: float) -> float:
+    """The Bayes error of the signal-noise token model (docs/science.md §15, eq. (15.3)):
+    ``p + (1 - 2p) Phi(-snr sqrt(d / 2))`` for flip rate ``p < 1/2``. The signal token
+    ``x_0 = mu_y + xi`` alone carries the label, and the likelihood ratio of ``y`` is a
+    function of ``<x_0, mu_+ - mu_->``, whose noise is ``N(0, 2 snr^2 / d)``: the clean
+    label is missed with ``q = Phi(-snr sqrt(d / 2))``, the stored one with ``q (1 - p) + (1 -
+    q) p``."""
+    from scipy.stats import norm  # this function only
+
+    q = float(norm.cdf(-snr * np.sqrt(d / 2.0)))
+    return label_flip + (1.0 - 2.0 * label_flip) * q
+
+
+def bayes_predictions(ds: Dataset, signal: bool) -> np.ndarray:
+    """The Bayes-optimal classifier's labels (n,): ``sign(v^T x_i0)`` of the signal token for
+    the signal-noise model (``v`` is parallel to ``mu_+ - mu_-``; flip rates are below 1/2),
+    and +1 where the labels are independent of the tokens (the gaussian generator: every
+    classifier is Bayes-optimal there, with error 1/2)."""
+    if not signal:
+        return np.ones(ds.n)
+    return np.where(ds.X[:, 0, :] @ ds.v >= 0, 1.0, -1.0)
+
+
+def baselines(
+    generator: str, snr: float, label_flip: float, train: Dataset, test: Dataset,
+    interpolator: np.ndarray | None,
+) -> dict[str, float]:  # fmt: skip
+    """:data:`BASELINE_SCALARS` of one cell (docs/science.md §15): the Bayes error of its token
+    model, the Bayes-optimal classifier's test error and share of the flipped training labels
+    it fits (it fits one only where it misses the clean label), and the share of training
+    labels the max-margin interpolator does not fit (0: it interpolates; NaN unsolved)."""
+    signal = generator == "signal_noise"
+    bayes = bayes_error(snr, train.d, label_flip) if signal else 0.5
+    f_train = bayes_predictions(train, signal)
+    mm = (
+        float(errors(hard_outputs(interpolator, train), train.Y))
+        if interpolator is not None else np.nan
+    )  # fmt: skip
+    return {
+        "bayes_err": bayes,
+        "test_err_bayes": float(errors(bayes_predictions(test, signal), test.Y)),
+        "flip_fit_bayes": float(flip_fit(f_train, train)),
+        "train_err_mm": mm,
+    }

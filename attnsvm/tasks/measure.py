@@ -86,7 +86,7 @@ def stored_scalars(cell: Cell) -> tuple[str, ...]:
     if cell.task == "train":
         out += M.rate_scalars()
     if cell.n_test > 0:
-        out += G.SCALARS
+        out += (*G.SCALARS, *G.BASELINE_SCALARS)
     if cell.norm_svms:
         out += [f"{p}_{k}_alpha" for k in N.NORMS for p in _SVM_SCALARS]
         out += [f"corr_{k}_alpha" for k in N.NORMS if k not in N.WIDE_FACE]
@@ -105,12 +105,7 @@ def solve_group(
     """SVMs and metrics of every cell of a group (docs/science.md §4-5); a failure is that
     cell's status and message."""
     t_solve = time.perf_counter()
-    # Batched Frobenius solves need torch: only trained groups (torch already loaded) use them,
-    # so SVM-only blocks (E3) keep their torch-free start-up.
-    if c0.train:
-        presolve = _presolve_frobenius(results, c0.train, cache, device)
-    else:
-        presolve = _presolve_untrained(results, cache)
+    presolve = _presolve(results, c0, cache, device)
     bar = progress_bar(progress, len(results), "SVMs + metrics", "cell")
     for res in results:
         try:
@@ -143,82 +138,49 @@ def _counts(values) -> dict[str, int]:
     return out
 
 
-def _presolve_frobenius(
-    results: list[CellResult], train: bool, cache: SolveCache, device: str
-) -> float:
-    """Solve the Frobenius Att-SVMs of a whole group at once (docs/science.md §4), then the
-    nuclear ones of its linear-head cells (:func:`_presolve_nuclear`).
-
-    Fills ``cache`` with the answers :func:`_solve_and_measure` then looks up, the Frobenius
-    ones batched on the group's device when there are enough of them
-    (:mod:`attnsvm.svm.frobenius_batched`). A cell whose constraints cannot be built here is
-    left to :func:`_solve_and_measure`, which records its error; if the batched solve itself
-    fails, every SVM is solved per cell as before (a warning says so), so nothing is lost.
-    Returns the seconds per cell.
-    """
-    t0 = time.perf_counter()
+def _presolve(results: list[CellResult], c0: Cell, cache: SolveCache, device: str) -> float:
+    """Solve the Att-SVMs of a whole group before the per-cell loop (docs/science.md §4): the
+    Frobenius ones, of a trained group together on its device where the route table says
+    (:func:`attnsvm.svm.frobenius_batched.solve_many`; torch is loaded there already, so
+    SVM-only groups such as E3 keep their torch-free start-up), then the nuclear ones of the
+    linear-head cells together (:meth:`SolveCache.solve_nuclear_many`: the same answers, bit
+    for bit, with the interior-point methods run in batches). Fills ``cache`` for
+    :func:`_solve_and_measure`, which records the error of a cell whose rows or SVMs fail
+    here; a batched solve that fails leaves its SVMs to the per-cell loop (a warning says
+    so). Returns the seconds per cell."""
+    t0, route = time.perf_counter(), c0.svm_route
     conss, linear = [], []
     for res in results:
         try:
-            cons = _svm_constraints(res, train and res.status == "ok")
+            cons = _svm_constraints(res, c0.train and res.status == "ok")
         except Exception:  # noqa: BLE001 - recorded per cell by _solve_and_measure
             continue
-        conss.extend(cons.values())
+        distinct = list({id(c): c for c in cons.values()}.values())
+        conss.extend(distinct)
         if res.cell.head == "linear":
-            linear.extend({id(c): c for c in cons.values()}.values())
-    try:
-        from attnsvm.gd.device import resolve_device  # torch: trained groups only (see above)
-
-        dev = resolve_device(device)
-        cache.solve_frobenius_many(conss, "cpu" if dev.type != "cuda" else dev)
-    except Exception as exc:  # noqa: BLE001 - the per-cell solves below still run
-        log.warning("batched SVM solve failed (%r); solving per cell", exc)
-    _presolve_nuclear(linear, cache)
-    return (time.perf_counter() - t0) / max(1, len(results))
-
-
-def _presolve_untrained(results: list[CellResult], cache: SolveCache) -> float:
-    """Solve the SVMs of a group of untrained cells (E3) before the per-cell loop
-    (docs/science.md §4): the Frobenius SVM of each cell as :func:`_solve_and_measure` would,
-    then the nuclear SVMs of the linear-head cells together
-    (:meth:`SolveCache.solve_nuclear_many`: the same answers, bit for bit, with the interior
-    point methods run in batches). A cell whose rows or Frobenius SVM fail here is left to
-    :func:`_solve_and_measure`, which records its error; if the batched solve itself fails,
-    the nuclear SVMs are solved per cell as before (a warning says so). Returns the seconds
-    per cell."""
-    t0 = time.perf_counter()
-    linear = []
-    for res in results:
+            linear.extend(distinct)
+    if c0.train:
         try:
-            for con in {id(c): c for c in _svm_constraints(res, False).values()}.values():
-                cache.solve(solve_frobenius, con)
-                if res.cell.head == "linear":
-                    linear.append(con)
-        except Exception:  # noqa: BLE001 - recorded per cell by _solve_and_measure
-            continue
-    _presolve_nuclear(linear, cache)
-    return (time.perf_counter() - t0) / max(1, len(results))
+            from attnsvm.gd.device import resolve_device  # torch: trained groups only
 
-
-def _presolve_nuclear(conss: list, cache: SolveCache) -> None:
-    """The nuclear Att-SVMs of ``conss`` (the rows of linear-head cells, whose Frobenius
-    answers are in ``cache`` or solved here) solved together
-    (:meth:`SolveCache.solve_nuclear_many`: the same answers, bit for bit, with the interior
-    point methods run in batches; docs/science.md §4), for :func:`_solve_and_measure` to look
-    up. A set whose Frobenius SVM fails here is left to :func:`_solve_and_measure`, which
-    records its error; if the batched solve itself fails, the nuclear SVMs are solved per
-    cell as before (a warning says so)."""
-    todo, hints = [], []
+            dev = resolve_device(device)
+            cache.solve_frobenius_many(conss, "cpu" if dev.type != "cuda" else dev, route)
+        except Exception as exc:  # noqa: BLE001 - the per-cell solves below still run
+            log.warning("batched SVM solve failed (%r); solving per cell", exc)
+    todo, hints, linear_ids = [], [], {id(c) for c in linear}
     for con in conss:
         try:
-            hints.append(cache.solve(solve_frobenius, con))
+            hint = cache.solve(solve_frobenius, con, route)
         except Exception:  # noqa: BLE001 - recorded per cell by _solve_and_measure
             continue
-        todo.append(con)
+        if id(con) in linear_ids:
+            todo.append(con)
+            hints.append(hint)
     try:
-        cache.solve_nuclear_many(solve_nuclear, todo, hints)
+        cache.solve_nuclear_many(solve_nuclear, todo, hints, route)
     except Exception as exc:  # noqa: BLE001 - the per-cell solves still run
         log.warning("batched nuclear SVM solve failed (%r); solving per cell", exc)
+    return (time.perf_counter() - t0) / max(1, len(results))
 
 
 def _svm_constraints(res: CellResult, trained: bool) -> dict:
@@ -264,7 +226,7 @@ def _solve_and_measure(res: CellResult, trained: bool, cache: SolveCache | None 
             res.svms[key] = (
                 res.svms[other]
                 if sel == "opt" and alpha_is_opt
-                else cache.solve(solve, con, **hints)
+                else cache.solve(solve, con, cell.svm_route, **hints)
             )
     res.timings["solve"] = time.perf_counter() - t0
 
@@ -372,9 +334,13 @@ def _generalization(res: CellResult) -> None:
     sc, curves = G.measure(
         res.W, res.data, res.test_data,
         fro.W if fro.solved else None, mm.W if mm.solved else None, res.iterations,
+        res.cell.settings("train"),
     )  # fmt: skip
     res.scalars.update(sc)
     res.curves.update(curves)
+    cell = res.cell
+    res.scalars.update(G.baselines(cell.generator, cell.snr, cell.label_flip, res.data,
+                                   res.test_data, mm.W if mm.solved else None))  # fmt: skip
     res.timings["test"] = time.perf_counter() - t0
 
 

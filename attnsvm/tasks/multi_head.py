@@ -15,7 +15,13 @@ import traceback
 import numpy as np
 
 from attnsvm.config.cell import Cell
-from attnsvm.gd.data import Dataset, make_dataset, make_init, optimal_tokens, token_scores
+from attnsvm.gd.data import (
+    head_inits,
+    make_dataset,
+    make_init,
+    optimal_tokens,
+    token_scores,
+)
 from attnsvm.svm import is_locally_optimal, solve_frobenius, solve_nuclear
 from attnsvm.svm.constraints import att_svm_constraints
 from attnsvm.tasks import Task
@@ -23,6 +29,7 @@ from attnsvm.tasks import metrics as M
 from attnsvm.tasks.cache import SolveCache
 from attnsvm.tasks.measure import LINEAR_SVMS
 from attnsvm.tasks.result import CellResult, blank_result
+from attnsvm.tasks.trajectory import nonfinite_message, train_group
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +73,10 @@ def run_multihead_group(
     cache = SolveCache() if cache is None else cache
     c0 = cells[0]
     datasets = [make_dataset(c) for c in cells]
-    tr, error = None, ""
-    try:
-        tr = _train(cells, datasets, device)
-    except Exception:  # recorded per cell, never swallowed
-        error = traceback.format_exc(limit=3)
+    inits = [head_inits(make_init(c), c.seed, c.heads, c.init) for c in cells]
+    arrays = {k: np.stack([getattr(ds, k) for ds in datasets]) for k in ("X", "Y", "Z", "v")}
+    init = {k: np.stack([ini[k] for ini in inits]) for k in inits[0]}
+    tr, error = train_group("multi_head", cells, arrays, init, device, progress)
     C = len(c0.checkpoints())
     results = []
     for s, (cell, ds) in enumerate(zip(cells, datasets, strict=True)):
@@ -89,22 +95,6 @@ def run_multihead_group(
     return results
 
 
-def _train(cells: list[Cell], datasets: list[Dataset], device: str):
-    from attnsvm.gd.multihead_model import head_inits, train_multihead  # torch: only to train
-
-    c0 = cells[0]
-    inits = [head_inits(make_init(c), c.seed, c.heads, c.init) for c in cells]
-    t0 = time.perf_counter()
-    tr = train_multihead(
-        *(np.stack([getattr(ds, k) for ds in datasets]) for k in ("X", "Y", "Z", "v")),
-        {k: np.stack([ini[k] for ini in inits]) for k in inits[0]},
-        c0.settings("train"), device=device,
-    )  # fmt: skip
-    log.info("multihead train: %d seed(s) x %d step(s), H=%d, in %.3f s", len(cells),
-             c0.iterations, c0.heads, time.perf_counter() - t0)  # fmt: skip
-    return tr
-
-
 def _per_head(res, Wk: np.ndarray, sk: np.ndarray, cache) -> dict[str, np.ndarray]:
     """Each head's selection, its matching Att-SVM (Frobenius for W, nuclear for KQ) and
     corr(W_h(k), SVM(alpha_h)), and whether alpha_h is opt / locally optimal."""
@@ -116,7 +106,7 @@ def _per_head(res, Wk: np.ndarray, sk: np.ndarray, cache) -> dict[str, np.ndarra
     for h in range(H):
         alpha = M.selected_tokens(sk[-1, h])
         cons = att_svm_constraints(ds.X, ds.Z, alpha)
-        svm = cache.solve(solve, cons)
+        svm = cache.solve(solve, cons, cell.svm_route)
         curve = M.corr_batch(Wk[:, h], svm.W[None]) if svm.solved else np.full(C, np.nan)
         local = svm.solved and is_locally_optimal(cons, svm.W, gamma, alpha, cell.support_tol)
         out["head_alpha"].append(alpha)
@@ -151,7 +141,7 @@ def _measure(res, tr, s: int, cache) -> None:
     res.timings["train"] = tr.seconds / tr.W.shape[0]
     if not tr.finite[s]:
         res.status = "nonfinite"
-        res.message = f"training went non-finite at iteration {int(tr.nonfinite_iteration[s])}"
+        res.message = nonfinite_message(tr.nonfinite_iteration[s])
     heads = res.heads = _per_head(res, Wk, sk, cache)
     res.timings["solve"] = time.perf_counter() - t0
     solved = [w if np.isfinite(w).all() else None for w in heads["head_svm_W"]]

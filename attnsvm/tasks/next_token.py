@@ -1,7 +1,8 @@
 """Next-token prediction (docs/science.md §8): one shape group of ``task: ntp`` cells end to end.
 
-Data, priority graphs and their SCCs, the NTP-SVM, W_fin, batched training
-(:func:`attnsvm.ntp.train.train_ntp`) and the metrics, as the sweep's CellResults.
+Data, priority graphs and their SCCs, the NTP-SVM, W_fin, batched training (the model
+:class:`attnsvm.gd.model.NextToken` through the descent loop) and the metrics, as the sweep's
+CellResults.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from attnsvm.tasks import metrics as M
 from attnsvm.tasks.cache import SolveCache
 from attnsvm.tasks.measure import feasible_flag
 from attnsvm.tasks.result import CellResult, blank_result
+from attnsvm.tasks.trajectory import nonfinite_message, train_group
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +91,7 @@ class _Prepared:
         self.data = make_ntp_data(cell.generator, cell.n, cell.T, cell.K, cell.d, cell.seed)
         self.graphs = priority_graphs(self.data.tokens, self.data.labels, cell.K)
         self.cons = ntp_constraints(self.data.E, self.graphs)
-        self.svm = solve_ntp_svm(self.cons, "fro" if cell.param == "W" else "nuc")
+        self.svm = solve_ntp_svm(self.cons, "fro" if cell.param == "W" else "nuc", cell.svm_route)
         self.basis = fin_basis(self.cons)
         self.fin = solve_wfin(self.data, self.graphs, self.basis)
         self.seconds = time.perf_counter() - t0
@@ -101,7 +103,7 @@ def run_ntp_group(
     """CellResults of a shape group of ``task: ntp`` cells (docs/science.md §8); a failure
     in one cell is that cell's status and message, a failed training fails the group's cells.
     (The NTP-SVMs are solved per cell: ``cache`` is not used.)"""
-    c0, prepared, errors = cells[0], [], []
+    prepared, errors = [], []
     for cell in cells:
         try:
             prepared.append(_Prepared(cell))
@@ -112,10 +114,13 @@ def run_ntp_group(
     good = [i for i, p in enumerate(prepared) if p is not None]
     tr, train_error = None, ""
     if good:
-        try:
-            tr = _train(c0, [cells[i] for i in good], [prepared[i] for i in good], device)
-        except Exception:
-            train_error = traceback.format_exc(limit=3)
+        ready = [prepared[i] for i in good]
+        arrays = {k: np.stack([getattr(p.data, a) for p in ready])
+                  for k, a in (("X", "X"), ("Z", "Z"), ("label", "label_mask"))}  # fmt: skip
+        inits = [make_init(cells[i]) for i in good]
+        init = {k: np.stack([ini[k] for ini in inits]) for k in inits[0]}
+        tr, train_error = train_group("next_token", [cells[i] for i in good], arrays, init,
+                                      device, progress)  # fmt: skip
     results = []
     for i, cell in enumerate(cells):
         p = prepared[i]
@@ -131,24 +136,6 @@ def run_ntp_group(
 
 def _nan_data(n: int, T: int, d: int):
     return np.full((n, T, d), np.nan), np.ones(n), np.full((n, d), np.nan), np.zeros(d)
-
-
-def _train(c0: Cell, cells: list[Cell], prepared: list[_Prepared], device: str):
-    from attnsvm.ntp.train import train_ntp  # torch: only to train
-
-    inits = [make_init(c) for c in cells]
-    t0 = time.perf_counter()
-    tr = train_ntp(
-        np.stack([p.data.X for p in prepared]),
-        np.stack([p.data.Z for p in prepared]),
-        np.stack([p.data.label_mask for p in prepared]),
-        {k: np.stack([init[k] for init in inits]) for k in inits[0]},
-        c0.settings("train"),
-        device=device,
-    )
-    log.info("ntp train: %d seed(s) x %d step(s) in %.3f s", len(cells), c0.iterations,
-             time.perf_counter() - t0)  # fmt: skip
-    return tr
 
 
 #: the per-cell scalars of a next-token cell (:func:`graph_scalars`, :func:`_measure`)
@@ -171,7 +158,7 @@ def _measure(res, p: _Prepared, tr, s: int) -> None:
     res.alpha = M.selected_tokens(res.softmax[-1])
     if not tr.finite[s]:
         res.status = "nonfinite"
-        res.message = f"training went non-finite at iteration {int(tr.nonfinite_iteration[s])}"
+        res.message = nonfinite_message(tr.nonfinite_iteration[s])
     res.svms = {"ntp_svm": p.svm, "ntp_fin": p.fin}
     curves = trajectory_curves(res.W, p.svm, p.fin, p.basis)
     curves["scc_mass"] = scc_mass(res.softmax, p.data, p.graphs)

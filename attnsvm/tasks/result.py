@@ -62,6 +62,17 @@ class CellResult:
         return f"CellResult({', '.join(parts)})"
 
 
+#: what a cell's ``device`` says when fields outside its model's ``FUSED_FIELDS`` kept it in
+#: the torch loop (attnsvm.gd.fused.describe_left_out)
+LEFT_FUSED_LOOP = "not in the fused loop"
+
+
+def left_fused_loop(device: str) -> bool:
+    """Whether a cell of this ``device`` trained in the torch loop only because its model does
+    not declare some of its fields for the fused loop (docs/extending.md)."""
+    return LEFT_FUSED_LOOP in device
+
+
 def blank_result(cell: Cell, data: Dataset, checkpoints: int) -> CellResult:
     """A result of ``cell`` before training: NaN trajectory of ``checkpoints`` checkpoints,
     ``alpha = opt = 0``, status ok (a task fills in what it computes)."""

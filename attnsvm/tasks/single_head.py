@@ -8,23 +8,10 @@ SVMs of the optimal tokens (E3). Experiments E1-E6 are this task.
 
 from __future__ import annotations
 
-from typing import Any
-
 from attnsvm.config.cell import Cell
 from attnsvm.tasks import Task
 from attnsvm.tasks.measure import stored_scalars, stored_svms
-from attnsvm.tasks.trajectory import Trainer, run_group
-
-
-def _train(batch: dict, settings: Any, device: str, **extra: Any) -> tuple[Any, None]:
-    """Batched GD on the group's seeds (:func:`attnsvm.gd.train.train_batch`)."""
-    from attnsvm.gd.train import train_batch  # torch: only where a group trains
-
-    data = (batch["X"], batch["Y"], batch["Z"], batch["v"], batch["V"], batch["init"])
-    return train_batch(*data, settings, device=device, **extra), None
-
-
-TRAINER = Trainer(_train)
+from attnsvm.tasks.trajectory import run_group
 
 
 def _selects(cell: Cell) -> bool:
@@ -35,7 +22,7 @@ TASK = Task(
     name="single_head",
     selects=_selects,
     run_group=lambda cells, device, cache, progress: run_group(
-        cells, device, cache, progress, TRAINER
+        cells, device, cache, progress, "single_head"
     ),
     svms=stored_svms,
     doc="one attention head, fixed head, GD or SVMs only (docs/science.md 1-6, 10)",

@@ -1,33 +1,17 @@
 """The trained head: the linear head v trained jointly with W or (K, Q) (docs/science.md §11).
 
-Training is :func:`attnsvm.gd.joint.train_joint_batch` (per-block normalized GD on the
-attention weights and v); the SVMs and metrics are the paper's task's, with the final v in
+Training is the descent loop on :class:`attnsvm.gd.model.TrainedHead` (per-block normalized
+GD on the attention weights and v); the SVMs and metrics are the paper's task's, with the final v in
 the token scores, plus the max-margin head of the attended tokens
 (:mod:`attnsvm.tasks.measure`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
 from attnsvm.config.cell import Cell
 from attnsvm.tasks import Task
 from attnsvm.tasks.measure import stored_scalars, stored_svms
-from attnsvm.tasks.trajectory import Trainer, run_group
-
-
-def _train(batch: dict, settings: Any, device: str, **extra: Any) -> tuple[Any, np.ndarray]:
-    """(W or KQ, v) jointly on the group's seeds, docs/science.md §11."""
-    from attnsvm.gd.joint import train_joint_batch  # torch: only where a group trains
-
-    data = (batch["X"], batch["Y"], batch["Z"], batch["v"], batch["init"])
-    joint = train_joint_batch(*data, settings, device=device, **extra)
-    return joint.train, joint.v
-
-
-TRAINER = Trainer(_train)
+from attnsvm.tasks.trajectory import run_group
 
 
 def _selects(cell: Cell) -> bool:
@@ -38,7 +22,7 @@ TASK = Task(
     name="trained_head",
     selects=_selects,
     run_group=lambda cells, device, cache, progress: run_group(
-        cells, device, cache, progress, TRAINER
+        cells, device, cache, progress, "trained_head"
     ),
     svms=stored_svms,
     doc="the linear head v trained jointly with the attention (docs/science.md 11)",

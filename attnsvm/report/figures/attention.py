@@ -3,7 +3,8 @@ beyond the paper (docs/science.md §6, "Beyond the paper").
 
 One panel per attention kind of the grid (cross, self: z_i = x_i1, sequence: every token a
 query over all tokens, causal: every token a query over tokens up to itself; docs/science.md
-§4). Lines: mean ± std over seeds of corr(W(k), W_mm(alpha)) for W runs and
+§4). Lines: mean over seeds (band: its confidence interval) of corr(W(k), W_mm(alpha)) for W
+runs and
 corr(K Q^T(k), W_mm_*(alpha)) for KQ runs (alpha: GD's final selection, per query for
 sequence / causal); dashed: the same runs against the SVM of the optimal tokens.
 """
@@ -35,7 +36,8 @@ TITLES = {  # short: the panels are narrow; the caption says what each kind is
 
 
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
-    """Bands: mean ± std over the ok seeds, from the summary; α = opt counts from the sweep."""
+    """Means over the ok seeds and their confidence intervals, from the summary; α = opt
+    counts from the sweep."""
     kinds = [str(v) for v in sd.grid_values(sweep, "attention")] or ["cross"]
     params = sd.params_of(sweep)
     it = sd.iterations_of(sweep)
@@ -52,15 +54,8 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         "; ".join(lines[: len(lines) // 2]),
         "; ".join(lines[len(lines) // 2 :]),
     ]
-    footer = style.footer_text(sweep, extra=extra, unit="point (attention, param)")
-    fig, axes = style.new_figure(
-        1,
-        len(kinds),
-        height=2.5,
-        footer_lines=style.footer_lines(footer),
-        squeeze=False,
-        sharey=True,
-    )
+    notes = style.notes_text(f"{style.MEAN_INTERVAL}, clipped to [-1, 1]", extra)
+    fig, axes = style.new_figure(1, len(kinds), height=2.5, squeeze=False, sharey=True)
     for k, (ax, a) in enumerate(zip(axes[0], kinds, strict=True)):
         for p in params:
             color = style.PARAM_COLORS.get(p, "0.3")
@@ -70,7 +65,7 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
                 label = f"{style.PARAM_LABELS.get(p, p)} runs, " + (
                     r"SVM($\alpha$)" if sel == "alpha" else r"SVM($\mathrm{opt}$)"
                 )
-                style.mean_band(ax, it, stats, color, label=label, linestyle=ls)
+                style.mean_band(ax, it, stats, color, label=label, linestyle=ls, clip=(-1.0, 1.0))
         ax.set_xscale("log")
         ax.axhline(1.0, color="0.6", lw=0.5)
         ax.set_xlabel("iteration $k$")
@@ -78,7 +73,7 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         if k == 0:
             ax.set_ylabel("corr with matching SVM")
     style.outside_legend(fig, axes[0], loc="outside upper center", ncol=4)
-    style.add_footer(fig, footer)
+    style.add_notes(fig, notes)
     return fig
 
 
@@ -104,7 +99,8 @@ FIGURE = Figure(
     what=(
         "Beyond the paper, cross, self, sequence and causal attention: corr of *W*\\ (*k*) "
         f"(*W* runs, Frobenius SVM) and {captions.KQ}\\ (*k*) (*KQ* runs, nuclear SVM) with "
-        "the SVM of GD's own selection (solid) and of the optimal tokens (dashed), mean ± std."
+        "the SVM of GD's own selection (solid) and of the optimal tokens (dashed): means over "
+        f"seeds with their {style.CI_WORDS}."
     ),
     look=(
         "The solid curves should rise to corr ≈ 1 for every kind: the max-margin picture "

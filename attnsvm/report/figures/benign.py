@@ -4,11 +4,11 @@ Magen et al., arXiv 2410.07746; Sakamoto & Sato, arXiv 2409.17625).
 Grid axis ``snr``; every other swept axis (``n``, ``lr``, ``d``, ``optimizer`` ...) is a
 *series*: nothing swept is pooled. (a) The final test error of GD and of the max-margin
 interpolator (attention along the Att-SVM of the flipped labels' optimal tokens at infinite
-norm) against the SNR, mean ± std over seeds, a colour per series; dotted: the label-flip rate
-(the best test error); dash-dotted: the papers' threshold ``SNR = 1 / sqrt(n)`` (constant 1,
-which the papers leave open). (b, c, ...) One panel per series: training fit against test
-error over the iterations at the smallest and largest SNR, medians over seeds: the training
-error, the share of flipped labels fit and the test error (a delay between fit and
+norm) against the SNR, mean over seeds and its confidence interval, a colour per series; dotted:
+the label-flip rate (the best test error); dash-dotted: the papers' threshold ``SNR = 1 /
+sqrt(n)`` (constant 1, which the papers leave open). (b, c, ...) One panel per series: training
+fit against test error over the iterations at the smallest and largest SNR, medians over seeds:
+the training error, the share of flipped labels fit and the test error (a delay between fit and
 generalization is Sakamoto & Sato's delayed generalization).
 """
 
@@ -75,9 +75,9 @@ def _errors(ax, sweep, summary, snrs, points) -> None:
         suffix = f", {label}" if label else ""
         color = style.PALETTE[SERIES_COLORS[j % len(SERIES_COLORS)]]
         for name, ls, what in (("test_err", "-", "GD"), ("test_err_mm", "--", "interpolator")):
-            mean, std, _ = sd.pooled(summary, name, keep=("snr",), **point)
-            ax.errorbar(snrs, mean, yerr=std, marker="o" if ls == "-" else "s", ms=3, capsize=2,
-                        ls=ls, color=color, label=what + suffix)  # fmt: skip
+            stats = sd.pooled(summary, name, keep=("snr",), **point)
+            style.mean_errorbar(ax, snrs, stats, marker="o" if ls == "-" else "s", ms=3,
+                                capsize=2, ls=ls, color=color, label=what + suffix)  # fmt: skip
         n = _n_of(sweep, point)
         if n is not None and n not in drawn:
             drawn.add(n)
@@ -86,6 +86,10 @@ def _errors(ax, sweep, summary, snrs, points) -> None:
     for eta in sd.grid_values(sweep, "label_flip"):
         ax.axhline(float(eta), color="0.4", lw=0.8, ls=":", zorder=0)
     ax.set_xscale("log")
+    if len(snrs):  # the grid's SNRs as ticks (matplotlib's minor labels collide on a short span)
+        ax.set_xticks(snrs, [f"{v:g}" for v in snrs])
+        ax.minorticks_off()
+        ax.set_xlim(snrs.min() / 1.5, snrs.max() * 1.5)
     ax.set_xlabel("SNR")
     ax.set_ylabel("final test error")
 
@@ -109,8 +113,7 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     series (:func:`series`)."""
     snrs, points = _snrs(sweep), series(sweep)
     cols = 1 + len(points)
-    fig, axes = style.new_figure(1, cols, width=style.WIDTH * max(1.0, cols / 2), height=2.6,
-                                 footer_lines=1)  # fmt: skip
+    fig, axes = style.new_figure(1, cols, width=style.WIDTH * max(1.0, cols / 2), height=2.6)
     axes = list(np.atleast_1d(axes))
     _errors(axes[0], sweep, summary, snrs, points)
     style.panel_label(axes[0], "a", "GD vs interpolator")
@@ -120,17 +123,16 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         title = "fit vs test error" + (f", {label}" if label else "")
         style.panel_label(ax, chr(ord("b") + k), title)
     style.outside_legend(fig, axes, loc="outside right upper", fontsize=6)
-    footer = style.footer_text(
-        sweep,
-        band="(a) bars: ± std over seeds; (b...) line: median, band: interquartile range",
-        extra=[
+    notes = style.notes_text(
+        f"(a) {style.MEAN_INTERVAL}; (b...) line: median, band: interquartile range",
+        [
             "(a) dotted: the label-flip rate, the best test error; dash-dotted: SNR = 1/sqrt(n), "
             "the papers' threshold with constant 1; interpolator: attention along the Att-SVM "
             "of the flipped labels' optimal tokens at infinite norm (docs/science.md §15); "
             "series (not pooled): " + (", ".join(series_axes(sweep)) or "none"),
         ],
     )
-    style.add_footer(fig, footer)
+    style.add_notes(fig, notes)
     return fig
 
 
@@ -152,8 +154,9 @@ FIGURE = Figure(
     what=(
         "Beyond the paper, generalization with label noise (Magen et al., arXiv 2410.07746; "
         "Sakamoto & Sato, arXiv 2409.17625): the test error of GD and of the max-margin "
-        "interpolator on the signal-noise token model against the SNR, and training fit "
-        "against test error over the iterations."
+        "interpolator on the signal-noise token model against the SNR (means over seeds with "
+        f"their {style.CI_WORDS}), and training fit against test error over the iterations "
+        "(medians and interquartile ranges)."
     ),
     look=(
         "Above the threshold SNR the model fits the flipped labels and its test error stays "

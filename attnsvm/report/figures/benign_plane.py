@@ -40,17 +40,19 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     axis = _other_axis(sweep)
     snrs = np.asarray([float(v) for v in sd.grid_values(sweep, "snr")], float)
     ys = np.asarray([float(v) for v in sd.grid_values(sweep, axis)], float)
-    fig, axes = style.new_figure(1, 2, height=2.6, footer_lines=1)
+    fig, axes = style.new_figure(1, 2, height=2.6)
     for ax, (name, letter, title) in zip(axes, PANELS, strict=True):
         mean, _, _ = sd.pooled(summary, name, keep=(axis, "snr"))
         grid = np.asarray(mean, float).reshape(len(ys), len(snrs))
         top = float(np.nanmax(grid)) if np.isfinite(grid).any() else 0.5
+        vmax = max(0.5, top)
         im = ax.imshow(
-            grid, origin="lower", aspect="auto", cmap="viridis", vmin=0, vmax=max(0.5, top)
+            grid, origin="lower", aspect="auto", cmap=style.SEQUENTIAL, vmin=0, vmax=vmax
         )
         for (i, j), v in np.ndenumerate(grid):
             if np.isfinite(v):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=5, color="w")
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=5,
+                        color="white" if v < 0.6 * vmax else "black")  # fmt: skip
         if axis == "n":
             _threshold(ax, snrs, ys)
         ax.set_xticks(range(len(snrs)), [f"{s:g}" for s in snrs])
@@ -59,16 +61,16 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         ax.set_ylabel(axis)
         style.panel_label(ax, letter, title)
         fig.colorbar(im, ax=ax, label="excess test error")
-    footer = style.footer_text(
-        sweep,
-        band="cells: mean over seeds",
-        extra=[
+    notes = style.notes_text(
+        None,
+        [
+            "cells: mean over seeds",
             "excess test error: test error minus the test sample's flipped share (0: the best "
             "possible); dashed: SNR = 1/sqrt(n), the papers' threshold with constant 1 "
             "(docs/science.md §15)",
         ],
     )
-    style.add_footer(fig, footer)
+    style.add_notes(fig, notes)
     return fig
 
 

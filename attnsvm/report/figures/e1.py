@@ -6,14 +6,15 @@ checkpoints (K Q^T for KQ runs), its end point, the ray of the Frobenius SVM sol
 W_mm z_i (solid) and of the nuclear SVM solution W_mm_* z_i (dashed), both for GD's alpha.
 The tokens x_it are drawn in the same plane (W z_i lives in token space: the score of token t
 is x_it^T W z_i), the optimal token opt_i of each example as a star, the others as circles.
-When W_mm_* has rank 1 its rays for all examples lie on one line, which the panel says.
-With d > 2 the first two coordinates are shown (stated in the footer).
+When W_mm_* has rank 1 its rays for all examples lie on one line, which the legend says.
+With d > 2 the first two coordinates are shown (stated in the caption).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from matplotlib.lines import Line2D
 
 from attnsvm.report import captions, style
 from attnsvm.report import sweepdata as sd
@@ -82,12 +83,7 @@ def _rank_one_note(nuc: np.ndarray, rays_nuc: np.ndarray) -> str | None:
         min(_angle_deg(rays_nuc[0], r), 180 - _angle_deg(rays_nuc[0], r)) for r in rays_nuc[1:]
     )
     if sv[0] > 0 and np.sum(sv / sv[0] > RANK_TOL) == 1 and par < 0.5:
-        return (
-            rf"${style.W_MM_NUC}$ has rank 1:"
-            + "\n"
-            + rf"its rays for ${', '.join(f'z_{i + 1}' for i in range(len(rays_nuc)))}$"
-            + " lie on one line"
-        )
+        return "rank 1: one line"
     return None
 
 
@@ -130,8 +126,9 @@ def _prepare(p: str, cell: xr.Dataset, fig_notes: list[str]):
     return paths, rays_fro, rays_nuc, cell, tokens, panel_notes
 
 
-def _draw_tokens(ax, tokens, radius: float) -> None:
-    """The tokens x_it in the plane of W z_i, scaled to the panel, the optimal ones as stars."""
+def _draw_tokens(ax, tokens, radius: float) -> float:
+    """The tokens x_it in the plane of W z_i, scaled to the panel, the optimal ones as stars;
+    returns the scale."""
     X, opt = tokens
     colors = style.PALETTE
     # tokens share the plane with W z_i but are O(1) while W(k) z_i grows: scaled to
@@ -145,24 +142,15 @@ def _draw_tokens(ax, tokens, radius: float) -> None:
             ax.plot(*(scale * X[i, t]), marker="*" if star else "o", ms=9 if star else 4,
                     mfc=c if star else "white", mec=c, mew=0.9, ls="",
                     zorder=3)  # fmt: skip
-    ax.plot([], [], marker="o", ms=4, mfc="white", mec="0.3", ls="",
-            label=rf"tokens $x_{{it}}$ (× {scale:.3g})")  # fmt: skip
-    ax.plot([], [], marker="*", ms=8, mfc="0.3", mec="0.3", ls="",
-            label=r"optimal token $x_{i,\mathrm{opt}_i}$")  # fmt: skip
+    return scale
 
 
-def _draw_paths(ax, p: str, paths, rays_fro, rays_nuc, radius: float) -> None:
+def _draw_paths(ax, paths, rays_fro, rays_nuc, radius: float) -> None:
     """Each example's path W(k) z_i, its end point and the rays of both SVMs."""
     colors = style.PALETTE
     for i in range(paths.shape[1]):
         c = colors[(i + 2) % len(colors)]
-        ax.plot(
-            paths[:, i, 0],
-            paths[:, i, 1],
-            color=c,
-            lw=1.4,
-            label=rf"$W(k)\,z_{{{i + 1}}}$" if p == "W" else rf"$K(k)Q(k)^{{\top}} z_{{{i + 1}}}$",
-        )
+        ax.plot(paths[:, i, 0], paths[:, i, 1], color=c, lw=1.4)
         ax.plot(*paths[-1, i], "o", color=c, ms=3.5, zorder=4)
         for rays, ls, lab in ((rays_fro, "-", "fro"), (rays_nuc, "--", "nuc")):
             if rays is None:
@@ -175,31 +163,21 @@ def _draw_paths(ax, p: str, paths, rays_fro, rays_nuc, radius: float) -> None:
                 lw=0.9 if lab == "fro" else 1.1,
                 linestyle=ls,
                 zorder=1 if lab == "fro" else 1.5,
-                label=None
-                if i
-                else (
-                    rf"ray ${style.W_MM} z_i$ (Frobenius)"
-                    if lab == "fro"
-                    else rf"ray ${style.W_MM_NUC} z_i$ (nuclear)"
-                ),
             )
 
 
-def _draw_panel(ax, letter: str, p: str, data) -> None:
+def _draw_panel(ax, letter: str, p: str, data) -> dict:
+    """One panel; returns what the legend says of it: the tokens' scale, the paths drawn,
+    whether the nuclear rays lie on one line."""
     label = style.PARAM_LABELS.get(p, p)
     if data is None:
         style.panel_label(ax, letter, f"{label} run: no data")
         ax.text(0.5, 0.5, "no ok cell", transform=ax.transAxes, ha="center", color="0.4")
-        return
+        return {}
     paths, rays_fro, rays_nuc, cell, tokens, panel_notes = data
     radius = float(np.nanmax(np.linalg.norm(paths, axis=-1))) * 1.12 or 1.0
-    if tokens is not None:
-        _draw_tokens(ax, tokens, radius)
-    for note in panel_notes:
-        ax.text(0.98, 0.02, note, transform=ax.transAxes, fontsize=6, color="0.3",
-                ha="right", va="bottom")  # fmt: skip
-    _draw_paths(ax, p, paths, rays_fro, rays_nuc, radius)
-    ax.plot(0, 0, "k+", ms=5, zorder=5)
+    scale = _draw_tokens(ax, tokens, radius) if tokens is not None else None
+    _draw_paths(ax, paths, rays_fro, rays_nuc, radius)
     ax.set_aspect("equal", adjustable="box")
     lim = radius * 1.02
     ax.set_xlim(-lim, lim)
@@ -217,33 +195,65 @@ def _draw_panel(ax, letter: str, p: str, data) -> None:
     what = "W z_i" if p == "W" else r"K Q^{\top} z_i"
     ax.set_xlabel(f"first coordinate of ${what}$ and of the tokens")
     ax.set_ylabel(f"second coordinate of ${what}$")
-    handles, labels = ax.get_legend_handles_labels()
-    late = ("ray", "tok", "opt")
-    order = sorted(range(len(labels)), key=lambda n: labels[n].startswith(late))
-    ax.legend([handles[n] for n in order], [labels[n] for n in order], loc="best", handlelength=2.2)
+    return {
+        "letter": letter,
+        "scale": scale,
+        "examples": paths.shape[1],
+        "fro": rays_fro is not None,
+        "nuc": rays_nuc is not None,
+        "one_line": bool(panel_notes),
+    }
+
+
+def _legend(fig, drawn: list[dict]) -> None:
+    """One legend below the panels for what every panel draws (the tokens' scale per panel)."""
+    drawn = [d for d in drawn if d]
+    if not drawn:
+        return
+    colors = style.PALETTE
+    handles = [
+        Line2D([], [], color=colors[(i + 2) % len(colors)], lw=1.4, marker="o", ms=3.5,
+               markevery=[1], label=f"example $i={i + 1}$: path, last iterate")
+        for i in range(max(d["examples"] for d in drawn))
+    ]  # fmt: skip
+    scales = [f"×{d['scale']:.3g} in ({d['letter']})" for d in drawn if d["scale"] is not None]
+    if scales:
+        handles += [
+            Line2D([], [], marker="o", ms=4, mfc="white", mec="0.3", ls="",
+                   label=rf"tokens $x_{{it}}$ ({', '.join(scales)})"),
+            Line2D([], [], marker="*", ms=8, mfc="0.3", mec="0.3", ls="",
+                   label=r"optimal token $x_{i,\mathrm{opt}_i}$"),
+        ]  # fmt: skip
+    if any(d["fro"] for d in drawn):
+        handles.append(Line2D([], [], color="0.15", lw=0.9,
+                              label=rf"ray ${style.W_MM} z_i$ (Frobenius)"))  # fmt: skip
+    if any(d["nuc"] for d in drawn):
+        one = [f"({d['letter']})" for d in drawn if d["one_line"]]
+        note = f"; rank 1 in {', '.join(one)}: one line" if one else ""
+        handles.append(Line2D([], [], color="0.6", lw=1.1, ls="--",
+                              label=rf"ray ${style.W_MM_NUC} z_i$ (nuclear{note})"))  # fmt: skip
+    fig.legend(handles=handles, loc="outside lower center", ncol=3)
 
 
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
     """E1 (docs/science.md §6): one seed's trajectories, read from the sweep (per-seed data;
     nothing of the summary is drawn, the caption's numbers are)."""
     panels, notes = _choose_panels(sweep, sd.params_of(sweep))
-    footer = style.footer_text(sweep, band=None, extra=["; ".join(notes)] if notes else [])
-    # panel-specific notes (SVM availability, ray angles) before the layout is fixed
+    # panel-specific notes (SVM availability, ray angles)
     fig_notes: list[str] = []
     prepared = [(p, None if cell is None else _prepare(p, cell, fig_notes)) for p, cell in panels]
-    if fig_notes:
-        footer += "\n" + "; ".join(fig_notes)
+    extra = ["; ".join(notes)] if notes else []
+    extra += ["; ".join(fig_notes)] if fig_notes else []
+    extra.append("dot: the last iterate of each path")
     fig, axes = style.new_figure(
-        1,
-        len(prepared),
-        width=3.0 * len(prepared) + 0.3,
-        height=3.1,
-        footer_lines=style.footer_lines(footer),
-        squeeze=False,
+        1, len(prepared), width=3.0 * len(prepared) + 0.3, height=3.6, squeeze=False
     )
-    for j, (ax, (p, data)) in enumerate(zip(axes[0], prepared, strict=True)):
+    drawn = [
         _draw_panel(ax, "abcdefgh"[j], p, data)
-    style.add_footer(fig, footer)
+        for j, (ax, (p, data)) in enumerate(zip(axes[0], prepared, strict=True))
+    ]
+    _legend(fig, drawn)
+    style.add_notes(fig, style.notes_text(None, extra))
     return fig
 
 

@@ -1,5 +1,5 @@
-"""E2: local convergence of W and KQ runs to their SVMs, mean ± std over seeds vs iteration
-(docs/science.md §6, E2).
+"""E2: local convergence of W and KQ runs to their SVMs, mean over seeds and its confidence
+interval vs iteration (docs/science.md §6, E2).
 
 (a) softmax mass on the selected token; (b) correlation of the GD iterate with the SVM of its
 parameterization (W run vs Frobenius W_mm, KQ run vs nuclear W_mm_*; solid) and with the other
@@ -81,15 +81,15 @@ def _notes(sweep: xr.Dataset, params: list[str]) -> list[str]:
 
 
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
-    """E2 (docs/science.md §6): bands are mean ± std over the ok seeds, from the summary."""
+    """E2 (docs/science.md §6): means over the ok seeds and their confidence intervals, from
+    the summary."""
     params = sd.params_of(sweep)
     x = sd.iterations_of(sweep)
-    footer = style.footer_text(
-        sweep,
-        band="band: mean ± std over seeds, clipped at 1 (no value can exceed 1)",
+    notes = style.notes_text(
+        f"{style.MEAN_INTERVAL}, clipped to the range the values can take",
         extra=_notes(sweep, params),
     )
-    fig, axes = style.new_figure(1, 2, height=2.6, footer_lines=style.footer_lines(footer))
+    fig, axes = style.new_figure(1, 2, height=2.6)
     ax_mass, ax_corr = axes
     for p in params:
         color = style.PARAM_COLORS.get(p, style.PALETTE[4])
@@ -104,7 +104,7 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
             ls = "-" if svm == own else "--"
             style.mean_band(ax_corr, x, stats, color, _corr_label(p, svm), ls, clip=(-1.0, 1.0))
     _decorate(axes, x)
-    style.add_footer(fig, footer)
+    style.add_notes(fig, notes)
     return fig
 
 
@@ -112,7 +112,7 @@ def _decorate(axes, x) -> None:
     ax_mass, ax_corr = axes
     ax_mass.set_ylabel(r"softmax mass, $\mathrm{mean}_i\,\mathrm{max}_t\, s_{it}(k)$")
     ax_mass.set_ylim(0, 1.03)
-    ax_corr.set_ylabel(r"$\mathrm{corr}(W(k),\ \mathrm{SVM\ solution})$")
+    ax_corr.set_ylabel(r"$\mathrm{corr}(W(k), \mathrm{SVM\ solution})$")
     ax_corr.axhline(0.99, color="0.5", lw=0.7, ls=":", zorder=0)
     ax_corr.text(
         x[0] if len(x) else 1, 0.99, " 0.99", va="bottom", ha="left", fontsize=6, color="0.4"
@@ -144,8 +144,9 @@ FIGURE = Figure(
     label="E2: local convergence",
     what=(
         "Local convergence: softmax mass on the selected tokens and corr(*W*\\ (*k*), SVM(α)) "
-        "against the iteration, mean ± std over seeds (the band is clipped at 1, the largest "
-        "value either quantity can take); *W* runs against the Frobenius SVM, *KQ* runs "
+        f"against the iteration: the mean over seeds and its {style.CI_WORDS} (clipped at 1, "
+        "the largest value either quantity can take); *W* runs against the Frobenius SVM, "
+        "*KQ* runs "
         "against the nuclear SVM, the cross pairs dashed."
     ),
     look="The matching pairs should approach corr = 1; the cross pairs should level off below.",

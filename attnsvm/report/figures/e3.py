@@ -1,13 +1,14 @@
 """E3: rank of the Frobenius (W_mm) and nuclear (W_mm_*) SVM solutions for opt tokens vs d
 (docs/science.md §6, E3; §4 for the two SVMs).
 
-Top row: mean rank over feasible instances only (Frobenius solid, nuclear dashed; error bars
-± std), (a) one line per n at the smallest T, (b) one line per T at the smallest n, with the
-reference min(n, d) dotted. Points averaging fewer than ``FEW`` feasible instances are
-circled in grey and labelled with their count; every point's count is in the footer. Bottom
-row: the fraction of instances whose SVM is infeasible (these are excluded from the means
-above, never dropped silently). An SVM answer without a certificate (status other than optimal
-or infeasible) is "not solved": neither feasible nor infeasible, counted in the footer.
+Top row: mean rank over feasible instances only (Frobenius solid, nuclear dashed; error bars:
+the mean's confidence interval), (a) one line per n at the smallest T, (b) one line per T at
+the smallest n, with the reference min(n, d) dotted. Points resting on fewer than ``FEW``
+feasible instances (the claims' fewest values) are ringed in grey; every point's count is in
+the caption. Bottom row: the share of instances whose SVM is infeasible with its
+Clopper-Pearson interval (these are excluded from the means above, never dropped silently).
+An SVM answer without a certificate (status other than optimal or infeasible) is "not
+solved": neither feasible nor infeasible, counted in the caption.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from attnsvm.report import sweepdata as sd
 from attnsvm.report.figures import Figure
 
 VARIABLES = ("rank_fro_opt", "rank_nuc_opt", "feasible_fro_opt", "feasible_nuc_opt")
-#: points averaging fewer feasible instances than this are marked
-FEW = 10
+#: points averaging fewer feasible instances than this are ringed (the claims' fewest values)
+FEW = style.MIN_RUNS
 KINDS = (
     ("fro", "-", "o", "Frobenius $" + style.W_MM + "$"),
     ("nuc", "--", "s", "nuclear $" + style.W_MM_NUC + "$"),
@@ -97,13 +98,14 @@ def _notes(sweep: xr.Dataset, summary: xr.Dataset, panels: list, d: np.ndarray) 
     tol = sd.fixed_settings(sweep).get("rank_tol", Cell.rank_tol)
     extra = [
         f"rank = number of σ_i/σ_1 > {tol:g} of the SVM solution for opt tokens; "
-        "markers: mean over feasible instances only, error bars: ± std",
+        f"markers: mean over feasible instances only, error bars: {style.MEAN_INTERVAL}; "
+        f"infeasible share: {style.SHARE_INTERVAL}",
         "excluded as infeasible (bottom row): "
         f"Frobenius {totals['fro'][0]} of {totals['fro'][1]}, "
         f"nuclear {totals['nuc'][0]} of {totals['nuc'][1]} ok instances",
         "not solved (no certified SVM answer; neither feasible nor infeasible): "
         f"Frobenius {totals['fro'][2]}, nuclear {totals['nuc'][2]}",
-        f"points from fewer than {FEW} feasible instances: circled, with their count",
+        f"points from fewer than {FEW} feasible instances: ringed in grey",
     ]
     for letter, axis, values, fixed_point, _ in panels:
         parts = []
@@ -118,51 +120,47 @@ def _notes(sweep: xr.Dataset, summary: xr.Dataset, panels: list, d: np.ndarray) 
 
 
 def _draw_series(ax, ax_inf, d, s: dict, kind: str, ls: str, marker: str, color, fracs) -> bool:
-    """One SVM's mean rank (circled where few instances) and its infeasible fraction, unless
-    it equals the other SVM's (returns True then)."""
-    ax.errorbar(d, s["mean"], yerr=s["std"], color=color, linestyle=ls, marker=marker, ms=3,
-                capsize=1.5, elinewidth=0.6,
-                markerfacecolor=color if kind == "fro" else "white")  # fmt: skip
+    """One SVM's mean rank and its interval (ringed where few instances) and its infeasible
+    share with its interval, unless it equals the other SVM's (returns True then)."""
+    style.mean_errorbar(ax, d, (s["mean"], s["std"], s["count"]), color=color, linestyle=ls,
+                        marker=marker, ms=3,
+                        markerfacecolor=color if kind == "fro" else "white")  # fmt: skip
     few = (s["count"] < FEW) & (s["count"] > 0)
     if few.any():
         ax.plot(d[few], s["mean"][few], ls="", marker="o", ms=8, mfc="none",
                 mec="0.45", mew=0.7, zorder=5)  # fmt: skip
-        if kind == "fro":
-            for xx, yy, cc in zip(d[few], s["mean"][few], s["count"][few], strict=True):
-                ax.annotate(f"{int(cc)}", (xx, yy), xytext=(4, -7),
-                            textcoords="offset points", fontsize=5.5, color="0.35")  # fmt: skip
     if bool(fracs) and np.allclose(fracs[0], s["frac"], equal_nan=True):
         return True
-    ax_inf.plot(d, s["frac"], color=color, linestyle=ls, marker=marker, ms=3,
-                markerfacecolor=color if kind == "fro" else "white")  # fmt: skip
+    style.share_errorbar(ax_inf, d, s["n_inf"], s["n_ok"] - s["n_unsolved"], color=color,
+                         linestyle=ls, marker=marker, ms=3,
+                         markerfacecolor=color if kind == "fro" else "white")  # fmt: skip
     return False
 
 
 def _legend(ax, axis: str, values: list) -> None:
-    """Colours = the varied quantity, styles = the SVM."""
-
+    """The panel's legend: colours = the varied quantity (:func:`_style_legend`: the SVMs)."""
     palette = style.PALETTE
     color_handles = [
         Line2D([], [], color=palette[j % len(palette)], lw=1.4, label=f"${axis}={v}$")
         for j, v in enumerate(values)
         if v is not None
     ]
-    style_handles = [
-        Line2D(
-            [],
-            [],
-            color="0.2",
-            ls=ls,
-            marker=m,
-            ms=3,
-            markerfacecolor="0.2" if k == "fro" else "white",
-            label=lab,
-        )  # fmt: skip
+    ax.legend(handles=color_handles, loc="upper left", ncol=len(color_handles))
+
+
+def _style_legend(fig) -> None:
+    """One legend above the panels: line styles and markers = the SVM, the references."""
+    handles = [
+        Line2D([], [], color="0.2", ls=ls, marker=m, ms=3,
+               markerfacecolor="0.2" if k == "fro" else "white", label=lab)
         for k, ls, m, lab in KINDS
-    ]
-    style_handles.append(Line2D([], [], color="0.5", ls=":", lw=0.7, label=r"$\min(n, d)$"))
-    ax.legend(handles=color_handles + style_handles, loc="upper left", ncol=3,
-              handlelength=2.4, columnspacing=1.0)  # fmt: skip
+    ]  # fmt: skip
+    handles.append(Line2D([], [], color="0.5", ls=":", lw=0.7, label=r"$\min(n, d)$"))
+    handles.append(
+        Line2D([], [], ls="", marker="o", ms=8, mfc="none", mec="0.45", mew=0.7,
+               label=f"fewer than {FEW} feasible instances")
+    )  # fmt: skip
+    fig.legend(handles=handles, loc="outside upper center", ncol=len(handles))
 
 
 def _draw_column(axes, sweep, summary, d, panel, n0, same_frac: list[bool]) -> None:
@@ -184,18 +182,14 @@ def _draw_column(axes, sweep, summary, d, panel, n0, same_frac: list[bool]) -> N
         ax.plot(d, np.minimum(d, n0), color="0.5", lw=0.7, ls=":", zorder=0)
     style.panel_label(ax, letter, title)
     ax.set_ylabel("mean rank (feasible only)")
-    ax_inf.set_ylabel("infeasible\nfraction")
-    if same_frac and all(same_frac):
-        ax_inf.text(0.99, 0.95, "Frobenius and nuclear identical (same constraints)",
-                    transform=ax_inf.transAxes, ha="right", va="top", fontsize=6,
-                    color="0.35")  # fmt: skip
+    ax_inf.set_ylabel("infeasible\nshare")
     ax_inf.set_ylim(-0.05, 1.05)
     ax_inf.set_xlabel("$d$")
     ax_inf.set_xticks(d)
     # headroom for the legend above the curves (it must not hide them)
     top = max(np.nanmax([*np.asarray(values, float), 1.0]) if axis == "n" else 0.0, 1.0)
     ymax = ax.get_ylim()[1]
-    ax.set_ylim(0, max(ymax, top) * 1.75)
+    ax.set_ylim(0, max(ymax, top) * 1.3)
     _legend(ax, axis, values)
 
 
@@ -206,20 +200,19 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     panels = _panels(sweep)
     n0 = panels[1][3]["n"]
     extra = _notes(sweep, summary, panels, d)
-    footer = style.footer_text(sweep, band=None, extra=extra, unit="point (n, T, d)")
     fig, axes = style.new_figure(
-        2,
-        2,
-        height=4.1,
-        footer_lines=style.footer_lines(footer),
-        squeeze=False,
-        sharex=True,
-        gridspec_kw={"height_ratios": [2.3, 1.0]},
+        2, 2, height=4.1, squeeze=False, sharex=True, gridspec_kw={"height_ratios": [2.3, 1.0]}
     )
     same_frac: list[bool] = []
     for col, panel in enumerate(panels):
         _draw_column(axes[:, col], sweep, summary, d, panel, n0, same_frac)
-    style.add_footer(fig, footer)
+    _style_legend(fig)
+    if same_frac and all(same_frac):
+        extra.append(
+            "bottom row: the Frobenius and nuclear SVMs have the same constraints, so the same "
+            "infeasible share (drawn once, solid)"
+        )
+    style.add_notes(fig, style.notes_text(None, extra))
     return fig
 
 
@@ -241,10 +234,11 @@ FIGURE = Figure(
     label="E3: rank of the SVM solutions",
     what=(
         "Rank of the SVM solutions for the optimal tokens against *d*, over feasible "
-        "instances only (Frobenius solid, nuclear dashed; the number of feasible instances "
-        "behind each point is printed at it, points from fewer than 10 are circled), and the "
-        "share of infeasible instances. An SVM answer without a certificate counts as not "
-        "solved, neither feasible nor infeasible."
+        f"instances only (Frobenius solid, nuclear dashed; error bars: the mean's {style.CI_WORDS}"
+        f"; points from fewer than {FEW} feasible instances are ringed, the counts are in the "
+        "notes), and the share of infeasible instances with its "
+        f"{style.CP_WORDS}. An SVM answer without a certificate counts as not solved, neither "
+        "feasible nor infeasible."
     ),
     look=(
         "The nuclear SVM should have lower rank than the Frobenius SVM; infeasibility should "

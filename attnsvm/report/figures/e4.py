@@ -2,8 +2,10 @@
 (docs/science.md §6, E4; §4 for the Gen-SVM).
 
 (a)-(c): 1 - corr(W(k), .) vs iteration on a log y axis, one line per d: the paper's accepted
-(clear) runs are the main curves (median over seeds, band: interquartile range, since a mean ±
-std band is meaningless on a log axis); ambiguous runs (a final softmax entry in (1e-6,
+(clear) runs are the main curves (median over seeds, band: interquartile range, since a mean
+and its symmetric interval are meaningless on a log axis); a d with fewer than ``MIN_RUNS``
+clear runs has no median: each of its clear runs is drawn as a thin line, and the legend says
+how many runs each curve rests on. Ambiguous runs (a final softmax entry in (1e-6,
 relevant_tol)), which the paper rejects, are drawn apart as a thin dashed median.
 (d): final 1 - corr(W, W_svmeq) against the largest masked softmax probability (log-log); the
 ambiguous zone (1e-6, 1e-3) is shaded and ambiguous runs are drawn hollow. Values below
@@ -34,6 +36,8 @@ VARIABLES = (
     "n_relevant",
 )
 FLOOR = 1e-12
+#: fewest clear runs of a d summarized by a median and band (the claims' fewest values)
+MIN_RUNS = style.MIN_RUNS
 CURVES = (
     ("svmeq", rf"$1-\mathrm{{corr}}(W(k), {style.W_SVMEQ})$", "W_svmeq"),
     ("mm_gen", rf"$1-\mathrm{{corr}}(W(k), {style.W_MM_GEN})$", "W_mm_gen"),
@@ -149,9 +153,12 @@ def _notes(sweep: xr.Dataset, amb: xr.DataArray, mv, ev, okv) -> tuple[list[str]
     return extra, n
 
 
-def _draw_curves(axes, sweep: xr.Dataset, ds: list, x, amb: xr.DataArray, colors: dict) -> None:
-    """(a)-(c): 1 - corr vs iteration; clear runs: median and IQR band, ambiguous: dashed
-    median (split per run, so read from the sweep: the summary does not split them)."""
+def _draw_curves(axes, sweep: xr.Dataset, ds: list, x, amb: xr.DataArray, colors: dict) -> list:
+    """(a)-(c): 1 - corr vs iteration; clear runs: median and IQR band (each run where too
+    few), ambiguous: dashed median (split per run, so read from the sweep: the summary does not
+    split them). Returns the legend handles of what was drawn."""
+    used: dict[str, Line2D] = {}
+    labels: dict = {}
     for letter, ax, title, (key, ylabel, _) in zip("abc", axes, TITLES, CURVES, strict=True):
         for d in ds:
             c = _flat(_sub(sd.ok_values(sweep, f"curve_corr_{key}"), d), ("checkpoint",))
@@ -159,25 +166,33 @@ def _draw_curves(axes, sweep: xr.Dataset, ds: list, x, amb: xr.DataArray, colors
             if c.size == 0:
                 continue
             clear, ambiguous = c[a == 0], c[a > 0]
-            if len(clear):
+            labels[d] = f"$d={d}$: {style.runs(len(clear), 'clear run')}"
+            if len(clear) >= MIN_RUNS:
                 style.plot_band(ax, x, np.maximum(1.0 - clear, FLOOR), colors[d],
-                                label=f"$d={d}$" if d is not None else None, stat="median",
-                                marker="o", ms=2)  # fmt: skip
+                                stat="median", marker="o", ms=2)  # fmt: skip
+                used["median"] = Line2D([], [], color="0.3", marker="o", ms=2,
+                                        label="clear: median, IQR")  # fmt: skip
+            elif len(clear):  # too few for a median: every run, thin
+                for run in np.maximum(1.0 - clear, FLOOR):
+                    ax.plot(x, run, color=colors[d], lw=0.7)
+                used["each"] = Line2D([], [], color="0.3", lw=0.7,
+                                      label=f"clear, fewer than {MIN_RUNS}: each run")  # fmt: skip
             if len(ambiguous):
                 (med,) = nan_quantiles(np.maximum(1.0 - ambiguous, FLOOR), (0.5,), axis=0)
                 ax.plot(x, med, color=colors[d], ls="--", lw=0.8, alpha=0.8)
+                used["amb"] = Line2D([], [], color="0.3", ls="--", lw=0.8,
+                                     label="ambiguous: median")  # fmt: skip
         ax.set_yscale("log")
         style.plain_log_axis(ax)
         ax.set_xlabel("iteration $k$")
         ax.set_ylabel(ylabel)
         style.panel_label(ax, letter, title)
-        if len(ds) > 1 or ds[0] is not None:
-            hs, _ = ax.get_legend_handles_labels()
-            hs += [
-                Line2D([], [], color="0.3", label="clear: median, IQR"),
-                Line2D([], [], color="0.3", ls="--", lw=0.8, label="ambiguous: median"),
-            ]
-            style.legend(ax, handles=hs, loc="best", ncol=2)
+    handles = [
+        Line2D([], [], color=colors[d], lw=1.4, label=lab)
+        for d, lab in labels.items()
+        if d is not None
+    ]
+    return handles + [used[k] for k in ("median", "each", "amb") if k in used]
 
 
 def _scatter_d(ax, m, e, a, color) -> None:
@@ -201,7 +216,7 @@ def _scatter_d(ax, m, e, a, color) -> None:
 
 def _draw_scatter(ax, ds, mmp, err, amb, colors, mv, ev, okv, n: dict) -> None:
     """(d): final 1 - corr(W, W_svmeq) against the largest masked softmax probability."""
-    ax.axvspan(1e-6, 1e-3, color="0.9", zorder=0, label="ambiguous zone $(10^{-6}, 10^{-3})$")
+    ax.axvspan(1e-6, 1e-3, color="0.86", zorder=0, label="ambiguous zone $(10^{-6}, 10^{-3})$")
     for d in ds:
         m, e = _sub(mmp, d).values.ravel(), _sub(err, d).values.ravel()
         _scatter_d(ax, m, e, _sub(amb, d).values.ravel() > 0, colors[d])
@@ -216,14 +231,6 @@ def _draw_scatter(ax, ds, mmp, err, amb, colors, mv, ev, okv, n: dict) -> None:
     if placed.any():
         ax.set_xlim(min(ax.get_xlim()[0], 1e-6 / 1.6), max(ax.get_xlim()[1], 1e-3 * 1.6))
     below = f"below $10^{{{int(np.log10(FLOOR))}}}$"
-    if n["floored"]:
-        ax.text(0.99, 0.015, f"▼ 1 − corr {below}: {style.runs(n['floored'])}",
-                transform=ax.transAxes, ha="right", va="bottom", fontsize=5.5,
-                color="0.3")  # fmt: skip
-    if n["tiny"]:
-        ax.text(0.06, 0.5, f"◀ masked prob. {below}: {style.runs(n['tiny'])}", rotation=90,
-                transform=ax.transAxes, ha="left", va="center", fontsize=5.5,
-                color="0.3")  # fmt: skip
     style.plain_log_axis(ax)
     ax.set_xlabel(r"largest masked softmax probability at $k_{\max}$")
     ax.set_ylabel(rf"final $1-\mathrm{{corr}}(W, {style.W_SVMEQ})$")
@@ -238,7 +245,14 @@ def _draw_scatter(ax, ds, mmp, err, amb, colors, mv, ev, okv, n: dict) -> None:
         Line2D([], [], ls="", marker="o", color="0.3", markerfacecolor="none", label="ambiguous"),
         ax.patches[0] if ax.patches else Line2D([], []),
     ]
-    ax.legend(handles=handles, loc="best", ncol=2)
+    if n["floored"]:
+        handles.append(Line2D([], [], ls="", marker="v", color="0.3",
+                              label=f"1 − corr {below}: {style.runs(n['floored'])}"))  # fmt: skip
+    if n["tiny"]:
+        handles.append(Line2D([], [], ls="", marker="<", color="0.3",
+                              label=f"masked prob. {below}: {style.runs(n['tiny'])}"))  # fmt: skip
+    ax.legend(handles=handles, loc="upper left", ncol=2)
+    ax.set_ylim(None, ax.get_ylim()[1] * 30)  # room for the legend above the runs
 
 
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
@@ -251,15 +265,19 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     mv, ev = mmp.values.ravel(), err.values.ravel()
     okv = sd.ok_mask(sweep).values.ravel()
     extra, n = _notes(sweep, amb, mv, ev, okv)
-    footer = style.footer_text(sweep, band="median, interquartile range", extra=extra)
-    fig, axes = style.new_figure(
-        2, 2, height=4.6, footer_lines=style.footer_lines(footer), squeeze=False
+    notes = style.notes_text(
+        f"(a)-(c) median and interquartile range over the clear runs of a d with at least "
+        f"{MIN_RUNS}, each run drawn where fewer",
+        extra,
     )
+    fig, axes = style.new_figure(2, 2, height=4.8, squeeze=False)
     colors = {d: style.PALETTE[j % len(style.PALETTE)] for j, d in enumerate(ds)}
     curve_axes = [axes[0, 0], axes[0, 1], axes[1, 0]]
-    _draw_curves(curve_axes, sweep, ds, sd.iterations_of(sweep), amb, colors)
+    handles = _draw_curves(curve_axes, sweep, ds, sd.iterations_of(sweep), amb, colors)
+    if handles:
+        fig.legend(handles=handles, loc="outside upper center", ncol=len(handles))
     _draw_scatter(axes[1, 1], ds, mmp, err, amb, colors, mv, ev, okv, n)
-    style.add_footer(fig, footer)
+    style.add_notes(fig, notes)
     return fig
 
 
@@ -282,10 +300,11 @@ FIGURE = Figure(
         "max-margin part *W*\\ :sub:`mm,gen` and the single-token SVM against the iteration "
         "(log scale), and the final 1 − corr(*W*, *W*\\ :sub:`svmeq`) against the largest "
         "masked softmax probability. The main curves (median, interquartile band) are the "
-        "clear runs, the paper's accepted runs; ambiguous runs (a final softmax entry in "
-        "(10\\ :sup:`−6`, 10\\ :sup:`−3`)), which the paper rejects, are drawn apart (dashed "
-        "median; hollow markers in the scatter). Values below 10\\ :sup:`−12` are marked on "
-        "the axis with their count instead of being clipped."
+        f"clear runs, the paper's accepted runs (a *d* with fewer than {MIN_RUNS} clear runs: "
+        "each run drawn; the legend gives each curve's runs); ambiguous runs (a final softmax "
+        "entry in (10\\ :sup:`−6`, 10\\ :sup:`−3`)), which the paper rejects, are drawn "
+        "apart (dashed median; hollow markers in the scatter). Values below "
+        "10\\ :sup:`−12` are marked on the axis with their count instead of being clipped."
     ),
     look=(
         "GD should follow *W*\\ :sub:`svmeq` (smallest 1 − corr) in the clear runs; the "

@@ -3,7 +3,8 @@
 
 (a) mean number of relevant (selected) tokens per example vs lambda, with the references 1
 and T. (b) corr(W, W_svmeq) and corr(W, W_mm_gen) vs lambda (the single-token SVM dotted for
-reference); mean ± std over the runs where the correlation is defined, and the number of
+reference); mean and its confidence interval over the runs where the correlation is defined,
+and the number of
 runs where it is undefined (every token relevant, so the Gen-SVM has no constraint) written
 on a secondary axis at the top of panel (b), one short count per lambda.
 """
@@ -64,29 +65,27 @@ def _counts(sweep: xr.Dataset, lams: list, T) -> tuple[dict, np.ndarray, np.ndar
 
 
 def _draw_relevant(ax, summary: xr.Dataset, lam: np.ndarray, T) -> None:
-    """(a) mean ± std of the relevant tokens per example (summary), references 1 and T."""
-    mean, std, _ = sd.pooled(summary, "n_relevant", keep=("lam",))
-    ax.errorbar(lam, np.atleast_1d(mean), yerr=np.atleast_1d(std), color=style.PALETTE[0],
-                marker="o", capsize=2, ms=3.5,
-                label="mean relevant tokens per example")  # fmt: skip
-    ax.axhline(1, color="0.5", lw=0.7, ls=":", zorder=0)
+    """(a) mean relevant tokens per example and its interval (summary), references 1 and T."""
+    stats = sd.pooled(summary, "n_relevant", keep=("lam",))
+    style.mean_errorbar(ax, lam, stats, color=style.PALETTE[0], marker="o", capsize=2, ms=3.5,
+                        label="mean over seeds")  # fmt: skip
+    ax.axhline(1, color="0.5", lw=0.7, ls=":", zorder=0, label="single token")
     if T:
-        ax.axhline(T, color="0.5", lw=0.7, ls="--", zorder=0)
-        ax.set_ylim(0, T + 0.5)
-        ax.text(lam[0], T, f" all $T={T}$ tokens", va="bottom", ha="left", fontsize=6, color="0.4")
-    ax.text(lam[-1], 1, "single token ", va="bottom", ha="right", fontsize=6, color="0.4")
-    ax.set_ylabel("relevant tokens per example")
+        ax.axhline(T, color="0.5", lw=0.7, ls="--", zorder=0, label=f"all $T={T}$ tokens")
+        ax.set_ylim(0, T * 1.45 + 0.5)  # room above T for the legend
+    style.legend(ax, loc="upper left", ncol=2)
+    ax.set_ylabel("mean relevant tokens per example")
     style.panel_label(ax, "a", r"selected tokens vs $\lambda$")
 
 
 def _draw_corr(ax, summary: xr.Dataset, lam: np.ndarray) -> None:
-    """(b) mean ± std of the correlations with the Gen-SVM parts (summary)."""
+    """(b) mean correlations with the Gen-SVM parts and their intervals (summary)."""
     for name, label, ls, marker, ci in SERIES:
-        mean, std, _ = sd.pooled(summary, name, keep=("lam",))
+        stats = sd.pooled(summary, name, keep=("lam",))
         color = style.PALETTE[ci]
-        ax.errorbar(lam, np.atleast_1d(mean), yerr=np.atleast_1d(std), color=color, ls=ls,
-                    marker=marker, capsize=2, ms=3.5, label=label,
-                    markerfacecolor=color if ls == "-" else "white")  # fmt: skip
+        style.mean_errorbar(ax, lam, stats, clip=(-1.0, 1.0), color=color, ls=ls,
+                            marker=marker, capsize=2, ms=3.5, label=label,
+                            markerfacecolor=color if ls == "-" else "white")  # fmt: skip
     ax.set_ylabel("correlation at the last iteration")
     ax.set_ylim(None, 1.04)
     style.panel_label(ax, "b", r"Gen-SVM predictivity vs $\lambda$")
@@ -108,14 +107,14 @@ def _undefined_axis(ax, lam: np.ndarray, counts: list[int], n_ok: np.ndarray) ->
 
 
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
-    """E5 (docs/science.md §6): means ± std from the summary; counts of undefined correlations
-    from the sweep (they split ok runs by their values)."""
+    """E5 (docs/science.md §6): means and their intervals from the summary; counts of undefined
+    correlations from the sweep (they split ok runs by their values)."""
     lams = sd.grid_values(sweep, "lam") or [sd.fixed_settings(sweep).get("lam", 0.0)]
     lam = np.asarray(lams, dtype=float)
     T = sd.fixed_settings(sweep).get("T")
     undefined, n_ok, _, extra = _counts(sweep, lams, T)
-    footer = style.footer_text(sweep, band="error bars: mean ± std", extra=extra)
-    fig, axes = style.new_figure(1, 2, height=2.6, footer_lines=style.footer_lines(footer))
+    notes = style.notes_text(style.MEAN_INTERVAL, extra)
+    fig, axes = style.new_figure(1, 2, height=2.6)
     ax_n, ax_c = axes
     pos = lam > 0
     xscale = "log" if pos.all() and len(lam) > 1 else "linear"
@@ -126,11 +125,13 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         ax.set_xlabel(r"$\lambda$")
         ax.set_xticks(lam)
         ax.set_xticklabels([f"{v:g}" for v in lam])
-        ax.minorticks_off() if xscale == "log" else None
+        if xscale == "log":  # limits from the grid, also when nothing is drawn
+            ax.minorticks_off()
+            ax.set_xlim(lam.min() / 1.5, lam.max() * 1.5)
     counts = [int(u) for u in undefined["corr_svmeq"]]
     if any(counts):
         _undefined_axis(ax_c, lam, counts, n_ok)
-    style.add_footer(fig, footer)
+    style.add_notes(fig, notes)
     return fig
 
 
@@ -151,7 +152,8 @@ FIGURE = Figure(
     label="E5: lambda head",
     what=(
         "λ head on orthonormal tokens: number of selected (relevant) tokens and the "
-        "correlation of GD with the Gen-SVM parts against λ."
+        "correlation of GD with the Gen-SVM parts against λ: means over seeds with their "
+        f"{style.CI_WORDS}."
     ),
     look=(
         "The number of relevant tokens should grow with λ (the quadratic penalty makes mixing "

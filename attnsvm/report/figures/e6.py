@@ -8,7 +8,7 @@ infeasible alpha included). Inside each segment the hatched part is the runs of 
 have not converged by the diagnostics (softmax not saturated, or corr(W_GD, SVM(alpha)) below
 the threshold), with the counts "runs (hatched)" written in the segment. The strict rule
 (``convergence_strict``: unsaturated first, then corr >= threshold) is summarized in the
-footer. Runs without a type (non-ok cells, not applicable) are counted in the footer and the
+caption. Runs without a type (non-ok cells, not applicable) are counted in the caption and the
 number of classified runs is written above each bar.
 """
 
@@ -155,21 +155,8 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     params = sd.params_of(sweep)
     d_values = sd.grid_values(sweep, "d") or [None]
     data = {p: counts(sweep, p, d_values) for p in params}
-    footer = style.footer_text(
-        sweep, band=None, extra=_notes(sweep, params, d_values, data), unit="bar"
-    )
-    # a tall footer (long notes) gets its own room below 2.6 in of axes, never over them
-    footer_in = style.footer_lines(footer) * style.FOOTER_SIZE * 1.45 / 72.0 + 0.05
-    fig, axes = style.new_figure(
-        1,
-        len(params),
-        height=2.6 + footer_in,
-        footer_lines=style.footer_lines(footer),
-        squeeze=False,
-        sharey=True,
-    )
-    bottom = footer_in / (2.6 + footer_in)
-    fig.get_layout_engine().set(rect=(0.0, bottom, 1.0, 1.0 - bottom))
+    notes = style.notes_text(None, _notes(sweep, params, d_values, data))
+    fig, axes = style.new_figure(1, len(params), height=2.6, squeeze=False, sharey=True)
     for j, (ax, p) in enumerate(zip(axes[0], params, strict=True)):
         _draw_bars(ax, *data[p], d_values)
         style.panel_label(ax, "abcdefgh"[j], f"{style.PARAM_LABELS.get(p, p)} runs")
@@ -178,7 +165,7 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     handles = [Patch(color=style.CONVERGENCE_COLORS[n], label=n) for n in codes.CONVERGENCE]
     handles.append(Patch(facecolor="white", edgecolor="0.15", hatch=HATCH, label="not converged"))
     fig.legend(handles=handles, loc="outside right center", title="class of α")
-    style.add_footer(fig, footer)
+    style.add_notes(fig, notes)
     return fig
 
 

@@ -6,9 +6,10 @@ Grid axes ``d``, ``param`` (W, KQ) and ``train_head`` (false, true). Row 1: E6's
 the fixed-head runs, one panel per parameterization; row 2: the same for the trained-head runs
 (token scores, opt and local optimality by the final v). Right column: (top) mean final
 corr(W_GD, SVM(alpha)) with the SVM of the run's own selection (Frobenius for W, nuclear for
-KQ), fixed head solid, trained head dashed; (bottom) mean final corr(v, v_mm) of the trained
-head with the max-margin head of the attended tokens, and the share of runs whose softmax is
-saturated (dotted).
+KQ), fixed head filled circles, trained head hollow squares; (bottom) mean final corr(v, v_mm)
+of the trained head with the max-margin head of the attended tokens (triangles), and the share of
+runs whose softmax is saturated (hollow diamonds). Means carry their confidence intervals,
+shares their Clopper-Pearson intervals; d is a category here (points side by side, no lines).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from attnsvm.report.figures import e6 as E6
 
 VARIABLES = (*E6.VARIABLES, "corr_v", "vmm_feasible", "alpha_is_opt_init")
 HEADS = {False: "fixed head", True: "trained head"}
-LINES = {False: "-", True: "--"}
+MARKERS = {False: ("o", True), True: ("s", False)}  # (marker, filled) per train_head
 
 
 def _heads(sweep: xr.Dataset) -> list[bool]:
@@ -37,44 +38,57 @@ def _at(sweep: xr.Dataset, head: bool) -> xr.Dataset:
     return sweep.sel(train_head=head) if "train_head" in sweep.dims else sweep
 
 
-def _mean_per_d(sweep: xr.Dataset, name: str, param: str, d_values: list) -> np.ndarray:
-    """Mean over the ok runs of ``name`` per d (NaN where none has a value)."""
+def _stats_per_d(sweep: xr.Dataset, name: str, param: str, d_values: list):
+    """(mean, std, count) over the ok runs of ``name`` per d (ddof 1; NaN where none)."""
     da = sd.select(sd.ok_values(sweep, name), param=param)
     out = []
     for d in d_values:
         v = np.asarray(sd.select(da, d=d).values, float).ravel()
-        out.append(np.nanmean(v) if np.isfinite(v).any() else np.nan)
-    return np.asarray(out)
+        v = v[np.isfinite(v)]
+        std = float(np.std(v, ddof=1)) if v.size > 1 else np.nan
+        out.append((float(np.mean(v)) if v.size else np.nan, std, v.size))
+    return tuple(np.asarray(col, float) for col in zip(*out, strict=True))
 
 
 def _draw_lines(ax_w, ax_v, sweep, params, heads, d_values) -> None:
-    """Right column: corr(W, SVM(α)) per head and param; corr(v, v_mm) and saturation."""
+    """Right column: corr(W, SVM(α)) per head and param; corr(v, v_mm) and saturation; the
+    values of a d side by side (d is a category: no lines join them)."""
     x = np.arange(len(d_values))
-    for p in params:
+    top = style.dodge(len(params) * len(heads), 0.5)
+    bottom = style.dodge(len(params) * 2, 0.5)
+    for i, p in enumerate(params):
         color = style.PARAM_COLORS.get(p, "0.3")
-        for h in heads:
-            y = _mean_per_d(_at(sweep, h), "corr_matching", p, d_values)
-            ax_w.plot(x, y, LINES[h], color=color, marker="o", ms=3, label=f"{p}, {HEADS[h]}")
+        for j, h in enumerate(heads):
+            marker, filled = MARKERS[h]
+            stats = _stats_per_d(_at(sweep, h), "corr_matching", p, d_values)
+            style.mean_errorbar(ax_w, x + top[i * len(heads) + j], stats, clip=(-1.0, 1.0),
+                                ls="none", color=color, marker=marker, ms=3.5,
+                                mfc=color if filled else "white",
+                                label=f"{style.PARAM_LABELS.get(p, p)}, {HEADS[h]}")  # fmt: skip
         if True in heads:
             run = _at(sweep, True)
-            y = _mean_per_d(run, "corr_v", p, d_values)
-            ax_v.plot(
-                x, y, "-", color=color, marker="o", ms=3, label=rf"{p}: corr($v$, $v_{{mm}}$)"
-            )
-            sat = _mean_per_d(run, "saturated", p, d_values)
-            ax_v.plot(x, sat, ":", color=color, marker="s", ms=2.5, label=f"{p}: saturated share")
+            name = style.PARAM_LABELS.get(p, p)
+            stats = _stats_per_d(run, "corr_v", p, d_values)
+            style.mean_errorbar(ax_v, x + bottom[2 * i], stats, clip=(-1.0, 1.0), ls="none",
+                                color=color, marker="^", ms=3.5,
+                                label=rf"{name}: corr($v$, $v_{{mm}}$)")  # fmt: skip
+            sat = sd.select(sd.ok_values(run, "saturated"), param=p)
+            k = [float(np.nansum(sd.select(sat, d=d).values)) for d in d_values]
+            n = [float(np.isfinite(sd.select(sat, d=d).values).sum()) for d in d_values]
+            style.share_errorbar(ax_v, x + bottom[2 * i + 1], k, n, ls="none", color=color,
+                                 marker="D", ms=3, mfc="white",
+                                 label=f"{name}: saturated share")  # fmt: skip
     nc = len(params) + 1  # the right column of a 2 x nc grid
     for ax, title, letter in ((ax_w, r"corr($W$, SVM($\alpha$))", "abcdefgh"[nc - 1]),
                               (ax_v, "trained head", "abcdefgh"[2 * nc - 1])):  # fmt: skip
         ax.set_xticks(x)
         ax.set_xticklabels([str(d) for d in d_values])
+        ax.set_xlim(-0.6, len(d_values) - 0.4)
         ax.set_xlabel("$d$")
         ax.set_ylim(-0.05, 1.05)
         style.panel_label(ax, letter, title)
     ax_w.set_ylabel("mean final corr")
-    ax_v.set_ylabel("mean / share")
-    ax_w.legend(fontsize=5.5, loc="lower right")
-    ax_v.legend(fontsize=5.5, loc="lower right")
+    ax_v.set_ylabel("mean corr / share")
 
 
 def _notes(sweep: xr.Dataset, params: list[str], heads: list[bool], d_values: list) -> list[str]:
@@ -85,9 +99,10 @@ def _notes(sweep: xr.Dataset, params: list[str], heads: list[bool], d_values: li
         "hatched: not converged (softmax not saturated, or corr(W_GD, SVM(α)) below the "
         "threshold); with a trained head, token scores, opt and local optimality use the "
         "final v",
-        "right column, top: solid fixed head, dashed trained head; bottom: corr of the final "
-        "v with the max-margin head v_mm of the attended tokens x_iα_i (labels Y_i), and "
-        "the share of runs whose final softmax is saturated",
+        "right column, top: filled circles fixed head, hollow squares trained head; bottom: corr "
+        "of the final v with the max-margin head v_mm of the attended tokens x_iα_i (labels "
+        "Y_i), and the share of runs whose final softmax is saturated; the points of one d "
+        "side by side",
     ]
     for h in heads:
         run = _at(sweep, h)
@@ -102,13 +117,12 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     params = sd.params_of(sweep)
     heads = _heads(sweep)
     d_values = sd.grid_values(sweep, "d") or [None]
-    footer = style.footer_text(
-        sweep, band=None, extra=_notes(sweep, params, heads, d_values), unit="bar"
+    notes = style.notes_text(
+        f"right column, means: {style.MEAN_INTERVAL}; shares: {style.SHARE_INTERVAL}",
+        _notes(sweep, params, heads, d_values),
     )
     ncols = len(params) + 1
-    fig, axes = style.new_figure(
-        2, ncols, height=4.6, footer_lines=style.footer_lines(footer), squeeze=False
-    )
+    fig, axes = style.new_figure(2, ncols, height=4.6, squeeze=False)
     for row, h in enumerate([False, True]):
         run = _at(sweep, h) if h in heads else None
         for j, p in enumerate(params):
@@ -127,8 +141,10 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     handles.append(
         Patch(facecolor="white", edgecolor="0.15", hatch=E6.HATCH, label="not converged")
     )
-    fig.legend(handles=handles, loc="outside right center", title="class of α", fontsize=6)
-    style.add_footer(fig, footer)
+    fig.legend(handles=handles, loc="outside right upper", title="class of α", fontsize=6)
+    style.outside_legend(fig, [axes[0, -1], axes[1, -1]], loc="outside right lower", fontsize=6,
+                         title="right column")  # fmt: skip
+    style.add_notes(fig, notes)
     return fig
 
 
@@ -168,7 +184,8 @@ FIGURE = Figure(
         "(docs/science.md §11): E6's convergence types per *d* with a fixed head (top row) and "
         "a trained head (bottom row; classes by the final *v*), the final corr of *W* with the "
         "SVM of its own selection α, and the final corr of *v* with the max-margin classifier "
-        "*v*\\ :sub:`mm` of the attended tokens."
+        "*v*\\ :sub:`mm` of the attended tokens; means with their "
+        f"{style.CI_WORDS}, shares with their {style.CP_WORDS}."
     ),
     look=(
         "Whether *W* still aligns with the Att-SVM of its selection once *v* moves, whether "

@@ -5,11 +5,13 @@ Grid axes ``optimizer`` (normalized, sign, adam, spectral, mirror1p5, mirror3), 
 cells with ``norm_svms: true``. (a) heatmap optimizer x norm of the mean
 final corr(W_GD, SVM_norm(alpha)), the cell the linear theory predicts outlined; (b) the same
 for the margin ratio (1: W_GD's direction is a max-margin direction in that norm, whichever
-solution); (c) mean corr with the predicted norm's SVM vs iteration per optimizer; (d) when
+solution); (c) mean corr with the predicted norm's SVM vs iteration per optimizer, band: the
+mean's confidence interval; (d) when
 ``d`` is a grid axis: the diagonal's lead, final corr with the predicted SVM minus the best
 corr with any other norm's SVM, vs d (> 0: the prediction wins). The spectral SVM's corr is
 not stored (its optimal face is wide, :data:`attnsvm.svm.norms.WIDE_FACE`): its column of (a)
-is empty, and a prediction of the spectral norm is judged by the margin ratio, panel (b).
+is grey ("not stored"), and a prediction of the spectral norm is outlined and judged in the
+margin ratio, panel (b), only.
 """
 
 from __future__ import annotations
@@ -68,11 +70,23 @@ def rows_of(summary: xr.Dataset) -> list[Row]:
 
 
 def label(row: Row, with_param: bool = True) -> str:
-    """``optimizer``, with ``(param)`` when asked and the row axes' values (``β2 = 0.95``)."""
+    """The optimizer's readable name, with its parameterization when asked and the row axes'
+    values (``Adam, $\\beta_2 = 0.95$``)."""
     o, p, split = row
-    text = f"{o} ({p})" if with_param else o
-    greek = {"adam_beta1": "β1", "adam_beta2": "β2"}
-    return ", ".join([text, *(f"{greek[a]} = {captions.fmt(v)}" for a, v in split)])
+    text = style.optimizer_label(o)
+    if with_param:
+        text += f" ({style.PARAM_LABELS.get(p, p)})"
+    return ", ".join([text, *(style.axis_value(a, v) for a, v in split)])
+
+
+#: the row axes' names in caption text (RST, no mathtext)
+CAPTION_AXES = {"adam_beta1": "β₁", "adam_beta2": "β₂"}
+
+
+def caption_label(row: Row) -> str:
+    """A row in caption text: ``adam, β₂ = 0.95``."""
+    o, _, split = row
+    return ", ".join([o, *(f"{CAPTION_AXES.get(a, a)} = {captions.fmt(v)}" for a, v in split)])
 
 
 def table(summary: xr.Dataset, prefix: str, keep=(), **point) -> np.ndarray:
@@ -84,16 +98,20 @@ def table(summary: xr.Dataset, prefix: str, keep=(), **point) -> np.ndarray:
     return np.asarray(out, float)
 
 
-def _heatmap(ax, summary, prefix: str, title: str, letter: str) -> None:
+def _heatmap(ax, summary, prefix: str, title: str, letter: str, labels: bool = True) -> None:
+    """One heatmap optimizer x norm; cells without a value grey; the predicted cell outlined
+    where it has a value (a prediction of a norm whose corr is not stored: in (b) only)."""
     rows = rows_of(summary)
     vals = table(summary, prefix)
-    labels = [label(r, len({p for _, p, _ in rows}) > 1) for r in rows]
+    names = [label(r, len({p for _, p, _ in rows}) > 1) for r in rows] if labels else False
     text = np.vectorize(lambda x: "" if not np.isfinite(x) else f"{x:.2f}".replace("0.", "."))
-    sns.heatmap(vals, ax=ax, vmin=0, vmax=1, cmap="viridis", annot=text(vals), fmt="",
-                annot_kws={"fontsize": 4.5}, cbar=False,
-                xticklabels=[NORM_LABELS[n] for n in NORMS], yticklabels=labels)  # fmt: skip
+    sns.heatmap(vals, ax=ax, vmin=0, vmax=1, cmap=style.SEQUENTIAL, annot=text(vals), fmt="",
+                annot_kws={"fontsize": 5}, cbar=False,
+                xticklabels=[NORM_LABELS[n] for n in NORMS], yticklabels=names)  # fmt: skip
+    ax.set_facecolor(style.NO_VALUE)  # NaN cells: not stored / no value
     for i, (o, p, _) in enumerate(rows):
-        if (n := predicted(o, p)) is not None:
+        n = predicted(o, p)
+        if n is not None and np.isfinite(vals[i, NORMS.index(n)]):
             ax.add_patch(_box(NORMS.index(n), i))
     ax.set_xlabel("SVM norm")
     ax.tick_params(labelsize=6)
@@ -103,13 +121,17 @@ def _heatmap(ax, summary, prefix: str, title: str, letter: str) -> None:
 
 def _box(x: int, y: int):
 
-    return Rectangle((x, y), 1, 1, fill=False, edgecolor="red", lw=1.2)
+    return Rectangle((x, y), 1, 1, fill=False, edgecolor=BOX, lw=1.2)
+
+
+#: the outline of a predicted cell
+BOX = style.PALETTE[3]
 
 
 def _colors(summary) -> dict[Row, tuple]:
-    """One colour per (optimizer, param) row, the same in panels (c) and (d)."""
+    """One colour per (optimizer, param) row of the house palette, the same in (c) and (d)."""
     rows = rows_of(summary)
-    return dict(zip(rows, sns.color_palette("tab10", len(rows)), strict=True))
+    return {row: style.PALETTE[i % len(style.PALETTE)] for i, row in enumerate(rows)}
 
 
 def _curves(ax, summary, it) -> None:
@@ -118,10 +140,9 @@ def _curves(ax, summary, it) -> None:
         o, p, split = row
         if (n := predicted(o, p)) is None or n in NO_CORR:
             continue
-        mean, _, _ = sd.pooled(
-            summary, f"curve_corr_{n}_alpha", optimizer=o, param=p, **dict(split)
-        )
-        ax.plot(it, mean, color=colors[row], label=f"{label(row)} vs {NORM_LABELS[n]}")
+        stats = sd.pooled(summary, f"curve_corr_{n}_alpha", optimizer=o, param=p, **dict(split))
+        style.mean_band(ax, it, stats, colors[row], label=f"{label(row)} vs {NORM_LABELS[n]}",
+                        clip=(-1.0, 1.0))  # fmt: skip
     ax.set_xscale("log")
     ax.axhline(1.0, color="0.6", lw=0.5)
     ax.set_xlabel("iteration $k$")
@@ -146,7 +167,7 @@ def _versus_d(ax, summary) -> None:
     ds = np.asarray(summary["d"].values, float)
     colors = _colors(summary)
     for row, v in lead(summary, keep=("d",)).items():
-        ax.plot(ds, v, marker="o", ms=3, color=colors[row])
+        ax.plot(ds, v, color=colors[row])
     ax.axhline(0.0, color="0.6", lw=0.5)
     ax.set_xlabel("$d$")
     ax.set_ylabel("corr lead of predicted SVM")
@@ -158,24 +179,23 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     with_d = "d" in summary.dims and summary.sizes["d"] > 1
     extra = [
         "(a) mean final corr(W_GD, SVM of α in each norm; spectral: not stored, its optimal face "
-        "is wide), (b) mean margin ratio in each norm (1: a max-margin direction); red boxes: "
-        "the norm the linear theory predicts",
+        "is wide: grey), (b) mean margin ratio in each norm (1: a max-margin direction); "
+        "outlined: the norm the linear theory predicts (a spectral prediction in (b) only)",
         "(c) mean corr with the predicted norm's SVM; (d) predicted corr minus the best other",
+        "heatmap cells: means over seeds (the claims ledger states their intervals)",
     ]
-    footer = style.footer_text(sweep, extra=extra, unit="point (optimizer, ...)")
+    notes = style.notes_text(f"(c) {style.MEAN_INTERVAL}", extra)
     height = max(2.8, 0.2 * len(rows_of(summary)))
-    fig, axes = style.new_figure(
-        1, 4 if with_d else 3, height=height, footer_lines=style.footer_lines(footer), squeeze=False
-    )
+    fig, axes = style.new_figure(1, 4 if with_d else 3, height=height, squeeze=False)
     _heatmap(axes[0, 0], summary, "corr", "final corr", "a")
-    _heatmap(axes[0, 1], summary, "mratio", "margin ratio", "b")
+    _heatmap(axes[0, 1], summary, "mratio", "margin ratio", "b", labels=False)
     _curves(axes[0, 2], summary, sd.iterations_of(sweep))
     if with_d:
         _versus_d(axes[0, 3], summary)
     handles, labels = axes[0, 2].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="outside right upper", fontsize=6)
-    style.add_footer(fig, footer)
+    style.add_notes(fig, notes)
     return fig
 
 
@@ -190,7 +210,7 @@ def numbers(summary: xr.Dataset) -> list[str]:
     for i, row in enumerate(rows_of(summary)):
         o, p, _ = row
         n = predicted(o, p)
-        head = f"*{label(row, False)}* on *{p}*"
+        head = f"*{caption_label(row)}* on *{p}*"
         if not np.isfinite(vals[i]).any():
             continue
         if n is None:
@@ -217,7 +237,7 @@ def numbers(summary: xr.Dataset) -> list[str]:
         ds = [captions.fmt(x) for x in summary["d"].values]
         for row, v in lead(summary, keep=("d",)).items():
             per_d = "; ".join(f"d = {d}: {captions.fmt(x)}" for d, x in zip(ds, v, strict=True))
-            head = f"*{label(row, False)}* on *{row[1]}*"
+            head = f"*{caption_label(row)}* on *{row[1]}*"
             out.append(f"lead of the predicted SVM's corr over the best other, {head}: {per_d}")
     return out
 

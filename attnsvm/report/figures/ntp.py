@@ -2,10 +2,11 @@
 of §6: GD on 1-layer self-attention with the cross-entropy of next-token prediction, on
 acyclic, cyclic and text-derived token-priority graphs (grid axis ``generator``).
 
-(a) corr(W(k), W_svm) (solid) and corr(W(k), W_fin + R(k) W_svm/||W_svm||) (dashed), mean ±
-std over seeds vs iteration; (b) ||Pi_{S_fin} W(k) - W_fin||_F, median and IQR (log y;
-over the datasets with a cyclic SCC: NaN where S_fin = {0}); (c) SCCs per dataset: cyclic
-SCCs and the largest SCC size (mean ± std over seeds).
+(a) corr(W(k), W_svm) (solid; band: the mean's confidence interval) and corr(W(k), W_fin +
+R(k) W_svm/||W_svm||) (dashed, mean) over seeds vs iteration; (b) ||Pi_{S_fin} W(k) -
+W_fin||_F, median and IQR (log y; over the datasets with a cyclic SCC: NaN where S_fin = {0});
+(c) SCCs per dataset: cyclic SCCs and the largest SCC size (mean over seeds and its confidence
+interval).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import itertools
 
 import numpy as np
 import xarray as xr
+from matplotlib.lines import Line2D
 
 from attnsvm.config.cell import Cell
 from attnsvm.report import captions, style
@@ -61,13 +63,11 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     """Bands over the ok seeds, from the summary (docs/science.md §8)."""
     x = sd.iterations_of(sweep)
     gens = _generators(sweep)
-    footer = style.footer_text(
-        sweep,
-        band="bands: (a) mean ± std, (b) median and IQR over seeds",
-        extra=_notes(sweep),
-        unit="generator",
+    notes = style.notes_text(
+        f"(a, c) {style.MEAN_INTERVAL}; (b) median and interquartile range over seeds",
+        _notes(sweep),
     )
-    fig, axes = style.new_figure(1, 3, height=2.6, footer_lines=style.footer_lines(footer))
+    fig, axes = style.new_figure(1, 3, height=2.6)
     ax_c, ax_f, ax_s = axes
     for i, g in enumerate(gens):
         color = style.PALETTE[i % len(style.PALETTE)]
@@ -84,8 +84,13 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     ax_c.set_xscale("log")
     ax_c.set_xlabel("iteration $k$")
     ax_c.set_ylabel("corr")
-    style.panel_label(ax_c, "a", r"corr with $W_{svm}$ (—), $W_{fin} + R\,\hat W_{svm}$ (--)")
-    style.legend(ax_c, loc="lower right")
+    style.panel_label(ax_c, "a", "direction")
+    handles, _ = ax_c.get_legend_handles_labels()
+    handles += [
+        Line2D([], [], color="0.3", label=r"corr with $W_{svm}$"),
+        Line2D([], [], color="0.3", ls="--", lw=1.0, label=r"with $W_{fin} + R\,\hat W_{svm}$"),
+    ]
+    style.legend(ax_c, handles=handles, loc="lower right")
     ax_f.set_xscale("log")
     ax_f.set_yscale("log")
     if not ax_f.get_lines():
@@ -95,7 +100,7 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     style.panel_label(ax_f, "b", "finite part vs $W_{fin}$")
     style.legend(ax_f, loc="upper right")
     _scc_bars(ax_s, summary, gens)
-    style.add_footer(fig, footer)
+    style.add_notes(fig, notes)
     return fig
 
 
@@ -104,15 +109,15 @@ def _scc_bars(ax, summary: xr.Dataset, gens: list[str]) -> None:
     for j, (name, label) in enumerate(
         (("ntp_cyclic_sccs", "cyclic SCCs"), ("ntp_largest_scc", "largest SCC size"))
     ):
-        m, s = [], []
-        for g in gens:
-            M, S, _ = sd.pooled(summary, name, generator=g)
-            m.append(float(np.ravel(M)[0]))
-            s.append(float(np.nan_to_num(np.ravel(S)[0])))
-        ax.bar(pos + (j - 0.5) * 0.38, m, 0.38, yerr=s, color=style.PALETTE[3 + j], label=label)
+        stats = [sd.pooled(summary, name, generator=g) for g in gens]
+        m, s, c = (np.asarray([float(np.ravel(x[i])[0]) for x in stats]) for i in range(3))
+        lo, hi = style.mean_interval(m, s, c)
+        err = np.nan_to_num(np.vstack([m - lo, hi - m]), nan=0.0)
+        ax.bar(pos + (j - 0.5) * 0.38, m, 0.38, yerr=err, color=style.PALETTE[3 + j],
+               label=label, error_kw={"elinewidth": 0.8, "capsize": 1.5})  # fmt: skip
     ax.set_xticks(pos, [LABELS.get(g, g) for g in gens])
     ax.set_ylim(0, 1.4 * max(ax.get_ylim()[1], 1.0))
-    ax.set_ylabel("per dataset (mean ± std)")
+    ax.set_ylabel("per dataset (mean)")
     style.panel_label(ax, "c", "strongly connected components")
     style.legend(ax, loc="upper left")
 

@@ -2,20 +2,20 @@
 (docs/science.md §6, "Beyond the paper"; §3 for the two optimizers).
 
 Grid axes ``optimizer`` (normalized, plain), ``lr`` and ``param`` (W, KQ). (a, b) mean
-corr(W(k), matching SVM(alpha)) vs iteration per (optimizer, lr): normalized solid, plain
-dashed, darker = larger lr; each (optimizer, lr) keeps its colour in every panel. (c) whether
-the limit direction changes: mean over seeds of corr(W_final(setting), W_final(reference))
-with the reference normalized GD at the middle lr (bars; KQ hatched), and the share of seeds
-whose final selection alpha equals the reference's (dots). One legend, outside the panels.
+corr(W(k), matching SVM(alpha)) vs iteration per (optimizer, lr), band: the mean's confidence
+interval; the line style is the optimizer (normalized solid, plain dashed), the colour the
+step size, the same in every panel. Whether the limit direction changes, against the reference
+(normalized GD at the middle step size): (c) corr(W_final(setting), W_final(reference)) per
+seed, mean and its confidence interval; (d) the share of seeds whose final selection alpha
+equals the reference's, with its Clopper-Pearson interval. In (c, d) the settings are grouped
+by optimizer (a category), W runs filled circles, KQ runs hollow squares. One legend, above.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import seaborn as sns
 import xarray as xr
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
 
 from attnsvm.report import captions, style
 from attnsvm.report import sweepdata as sd
@@ -23,7 +23,12 @@ from attnsvm.report.figures import Figure
 
 VARIABLES = ("curve_corr_fro_alpha", "curve_corr_nuc_alpha", "W", "alpha", "convergence")
 MATCH = {"W": "fro", "KQ": "nuc"}
-OPT_STYLE = {"normalized": ("-", "Blues"), "plain": ("--", "Oranges")}
+#: line style per optimizer (others: dotted)
+OPT_LINES = {"normalized": "-", "plain": "--"}
+#: palette indices of the step sizes, smallest first
+LR_COLORS = (2, 4, 3, 5, 8, 6)
+#: marker and fill per parameterization in (c, d)
+PARAM_MARKERS = {"W": ("o", True), "KQ": ("s", False)}
 
 
 def _final_dirs(sweep: xr.Dataset, **point) -> np.ndarray:
@@ -36,26 +41,23 @@ def _final_dirs(sweep: xr.Dataset, **point) -> np.ndarray:
 
 
 def setting_colors(opts: list[str], lrs: list[float]) -> dict[tuple[str, float], tuple]:
-    """One colour per (optimizer, lr), the same in every panel: hue = optimizer, shade = lr."""
-    out = {}
-    for o in opts:
-        cmap = OPT_STYLE.get(o, ("-", "Greys"))[1]
-        shades = sns.color_palette(cmap, len(lrs) + 2)[2:]
-        out.update({(o, lr): shades[j] for j, lr in enumerate(lrs)})
-    return out
-
-
-PARAM_HATCH = {"W": "", "KQ": "////"}
+    """One colour per step size (the house palette), the same in every panel; the optimizer
+    is the line style (:data:`OPT_LINES`)."""
+    return {
+        (o, lr): style.PALETTE[LR_COLORS[j % len(LR_COLORS)]]
+        for o in opts
+        for j, lr in enumerate(lrs)
+    }
 
 
 def _draw_curves(ax, summary: xr.Dataset, p: str, opts, lrs, it, colors) -> None:
-    """(a, b) mean corr with the matching SVM(α) per (optimizer, lr), from the summary."""
+    """(a, b) mean corr with the matching SVM(α) per (optimizer, lr) and its interval."""
     for o in opts:
-        ls = OPT_STYLE.get(o, ("-", "Greys"))[0]
+        ls = OPT_LINES.get(o, ":")
         for lr in lrs:
             name = f"curve_corr_{MATCH[p]}_alpha"
-            mean, _, _ = sd.pooled(summary, name, param=p, optimizer=o, lr=lr)
-            ax.plot(it, mean, color=colors[(o, lr)], ls=ls, label=f"{o}, lr = {lr:g}")
+            stats = sd.pooled(summary, name, param=p, optimizer=o, lr=lr)
+            style.mean_band(ax, it, stats, colors[(o, lr)], linestyle=ls, clip=(-1.0, 1.0))
     ax.set_xscale("log")
     ax.axhline(1.0, color="0.6", lw=0.5)
     ax.set_xlabel("iteration $k$")
@@ -63,38 +65,53 @@ def _draw_curves(ax, summary: xr.Dataset, p: str, opts, lrs, it, colors) -> None
 
 
 def _versus_reference(sweep: xr.Dataset, p: str, settings, ref_opt, ref_lr):
-    """Per setting: mean over seeds of corr(final W, reference's final W), and the share of
-    seeds whose final selection α equals the reference's (per-seed pairs: from the sweep)."""
+    """Per setting: (mean, std, count) over seeds of corr(final W, reference's final W), and
+    (seeds whose final selection α equals the reference's, seeds compared), over the seeds
+    where both runs are ok (per-seed pairs: from the sweep)."""
     ref = _final_dirs(sweep, param=p, optimizer=ref_opt, lr=ref_lr)
     ref_alpha = sd.select(sweep["alpha"], param=p, optimizer=ref_opt, lr=ref_lr)
-    corr_mean, same = [], []
+    ref_ok = np.asarray(sd.select(sd.ok_mask(sweep), param=p, optimizer=ref_opt, lr=ref_lr))
+    corr, same = [], []
     for o, lr in settings:
         cur = _final_dirs(sweep, param=p, optimizer=o, lr=lr)
         c = np.nansum(cur * ref, axis=1)
-        c[~(np.isfinite(cur).all(1) & np.isfinite(ref).all(1))] = np.nan
-        corr_mean.append(np.nanmean(c) if np.isfinite(c).any() else np.nan)
+        c = c[np.isfinite(cur).all(1) & np.isfinite(ref).all(1)]
+        std = float(np.std(c, ddof=1)) if c.size > 1 else np.nan
+        corr.append((float(np.mean(c)) if c.size else np.nan, std, c.size))
         a = sd.select(sweep["alpha"], param=p, optimizer=o, lr=lr)
-        eq = (a == ref_alpha).all([dim for dim in a.dims if dim != "seed"])
-        same.append(float(eq.mean()))
-    return corr_mean, same
+        ok = ref_ok & np.asarray(sd.select(sd.ok_mask(sweep), param=p, optimizer=o, lr=lr))
+        eq = np.asarray((a == ref_alpha).all([dim for dim in a.dims if dim != "seed"]))
+        same.append((int(np.sum(eq & ok)), int(np.sum(ok))))
+    return corr, same
 
 
-def _draw_reference(ax, sweep, params, settings, ref_opt, ref_lr, colors) -> None:
-    """(c) bars: mean corr of final directions with the reference; dots: same-α share."""
-    width = 0.8 / max(len(params), 1)
+def _draw_reference(axes, sweep, params, opts, lrs, ref_opt, ref_lr, colors) -> None:
+    """(c) corr of final directions with the reference, (d) same-α share: grouped by
+    optimizer, a point per (step size, param) side by side."""
+    ax_c, ax_d = axes
+    settings = [(o, lr) for o in opts for lr in lrs]
+    offsets = style.dodge(len(lrs) * len(params), 0.7)
     for k, p in enumerate(params):
-        corr_mean, same = _versus_reference(sweep, p, settings, ref_opt, ref_lr)
-        x = np.arange(len(settings)) + (k - (len(params) - 1) / 2) * width
-        ax.bar(x, corr_mean, width=width, color=[colors[s] for s in settings],
-               hatch=PARAM_HATCH.get(p, ""),
-               edgecolor="white" if PARAM_HATCH.get(p) else "none", linewidth=0.0)  # fmt: skip
-        ax.plot(x, same, ls="none", marker="o", ms=3, color="0.1", markerfacecolor="white")
-    ax.set_xticks(np.arange(len(settings)))
-    ax.set_xticklabels([f"{'N' if o == 'normalized' else 'P'}\n{lr:g}" for o, lr in settings])
-    ax.set_xlabel("optimizer (N normalized, P plain), lr")
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("vs reference")
-    style.panel_label(ax, "c", "final direction vs reference")
+        corr, same = _versus_reference(sweep, p, settings, ref_opt, ref_lr)
+        marker, filled = PARAM_MARKERS.get(p, ("^", True))
+        for i, (o, lr) in enumerate(settings):
+            x = opts.index(o) + offsets[lrs.index(lr) * len(params) + k]
+            color = colors[(o, lr)]
+            kw = dict(ls="none", color=color, marker=marker, ms=3.5,
+                      mfc=color if filled else "white")  # fmt: skip
+            style.mean_errorbar(ax_c, [x], [[v] for v in corr[i]], clip=(-1.0, 1.0), **kw)
+            style.share_errorbar(ax_d, [x], [same[i][0]], [same[i][1]], **kw)
+    for ax, letter, title, ylabel in (
+        (ax_c, "c", "final direction", "corr with the reference"),
+        (ax_d, "d", r"final selection $\alpha$", r"share with the reference's $\alpha$"),
+    ):
+        ax.set_xticks(range(len(opts)))
+        ax.set_xticklabels([style.optimizer_label(o) for o in opts])
+        ax.set_xlim(-0.6, len(opts) - 0.4)
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_ylabel(ylabel)
+        ax.set_xlabel("optimizer")
+        style.panel_label(ax, letter, title)
 
 
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
@@ -107,40 +124,41 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     it = sd.iterations_of(sweep)
     colors = setting_colors(opts, lrs)
     extra = [
-        "(a, b) solid: normalized GD, dashed: plain GD, darker: larger step size; corr with the "
-        "SVM of the run's own final selection α (Frobenius for W, nuclear for KQ); each "
-        "(optimizer, step size) has the same colour in every panel",
-        f"(c) reference: {ref_opt} GD, lr = {ref_lr:g}; bars: mean corr of final directions "
-        "over seeds (W plain, KQ hatched), dots: share of seeds with the same α as the reference",
+        "(a, b) line style: the optimizer, colour: the step size η, the same in every panel; "
+        "corr with the SVM of the run's own final selection α (Frobenius for W, nuclear for KQ)",
+        f"(c, d) reference: {ref_opt} GD, lr = {ref_lr:g}; (c) corr of the final directions "
+        "per seed; (d) share of the seeds with the same final α as the reference; W runs "
+        "filled circles, KQ runs hollow squares, the points of an optimizer side by side",
     ]
-    footer = style.footer_text(sweep, extra=extra, unit="point (param, optimizer, lr)")
-    fig, axes = style.new_figure(
-        1, 3, height=2.6, footer_lines=style.footer_lines(footer), squeeze=False
-    )
+    notes = style.notes_text(f"(a-c) {style.MEAN_INTERVAL}; (d) {style.SHARE_INTERVAL}", extra)
+    fig, axes = style.new_figure(1, 4, height=2.7, squeeze=False)
     for k, p in enumerate(params[:2]):
         _draw_curves(axes[0, k], summary, p, opts, lrs, it, colors)
         style.panel_label(axes[0, k], "ab"[k], f"{style.PARAM_LABELS.get(p, p)} runs")
-    settings = [(o, lr) for o in opts for lr in lrs]
-    _draw_reference(axes[0, 2], sweep, params, settings, ref_opt, ref_lr, colors)
-    _legends(fig, axes[0, 0], params)
-    style.add_footer(fig, footer)
+    _draw_reference(axes[0, 2:], sweep, params, opts, lrs, ref_opt, ref_lr, colors)
+    _legends(fig, opts, lrs, params, colors, ref_opt, ref_lr)
+    style.add_notes(fig, notes)
     return fig
 
 
-def _legends(fig, ax, params: list[str]) -> None:
-    """One legend outside the panels: the settings' lines, then what the bars and dots are."""
-
-    handles, labels = ax.get_legend_handles_labels()
-    handles += [
-        Patch(facecolor="0.6", hatch=PARAM_HATCH.get(p, ""), edgecolor="white", label=f"(c) {p}")
-        for p in params
+def _legends(fig, opts, lrs, params, colors, ref_opt, ref_lr) -> None:
+    """One legend above the panels: step sizes (colour), optimizers (line style), params
+    (marker), and the reference of (c, d)."""
+    handles = [
+        Line2D([], [], color=colors[(opts[0], lr)], lw=1.4, label=f"$\\eta = {lr:g}$") for lr in lrs
     ]
-    handles.append(
-        Line2D([], [], ls="none", marker="o", ms=3, color="0.1", markerfacecolor="white")
-    )
-    labels += [f"(c) {p} runs: corr" for p in params] + [r"(c) same $\alpha$ share"]
-    if handles:
-        fig.legend(handles, labels, loc="outside right upper", fontsize=6)
+    handles += [
+        Line2D([], [], color="0.3", ls=OPT_LINES.get(o, ":"), label=style.optimizer_label(o))
+        for o in opts
+    ]
+    for p in params:
+        marker, filled = PARAM_MARKERS.get(p, ("^", True))
+        handles.append(Line2D([], [], ls="none", marker=marker, ms=3.5, color="0.3",
+                              mfc="0.3" if filled else "white",
+                              label=f"{style.PARAM_LABELS.get(p, p)} runs (c, d)"))  # fmt: skip
+    ref = f"(c, d) reference: {style.optimizer_label(ref_opt)}, $\\eta = {ref_lr:g}$"
+    handles.append(Line2D([], [], ls="none", label=ref))
+    fig.legend(handles=handles, loc="outside upper center", ncol=(len(handles) + 1) // 2)
 
 
 #: the tasks whose cells this figure draws (checked against each experiment at config time)
@@ -152,7 +170,8 @@ FIGURE = Figure(
     what=(
         "Beyond the paper, optimizer ablation: mean corr with the matching SVM of the run's "
         "selection against the iteration for normalized and plain GD at several step sizes, "
-        "and the final direction of every setting against normalized GD at the middle step."
+        "and the final direction and selection of every setting against normalized GD at the "
+        f"middle step; means with their {style.CI_WORDS}, shares with their {style.CP_WORDS}."
     ),
     look=(
         "Normalized GD should converge fast; plain GD more slowly (its gradient vanishes as "

@@ -2,11 +2,13 @@
 beyond the paper (docs/science.md §6, "Beyond the paper"; §4 for the feasibility threshold).
 
 The experiment's grid has ``d`` and one of ``n`` / ``T`` (the other fixed) and ``param``
-(W, KQ). Heatmaps, one cell per grid point, value = share over the ok seeds:
+(W, KQ). Heatmaps, one cell per grid point, value = share over the ok seeds, written in the
+cell as k/n; a share of fewer than ``style.MIN_RUNS`` runs (the claims' fewest values) is not
+coloured, only written:
 (a) Att-SVM for the optimal tokens is feasible (``feasible_fro_opt``; the data do not depend
 on param, so W and KQ cells are pooled), (b) W runs converge globally, (c) KQ runs converge
 globally, (d) every non-selected token is a support vector of W_mm(alpha) (``all_support``,
-W runs). The white line marks d = max(T-1, n), above which (docs/science.md §4) every
+W runs). The dashed line marks d = max(T-1, n), above which (docs/science.md §4) every
 selection of data in general position is feasible.
 """
 
@@ -15,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 from matplotlib import colormaps
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from attnsvm import codes
 from attnsvm.report import captions, style
@@ -76,15 +80,18 @@ def _maps(sweep: xr.Dataset) -> list[tuple[str, xr.DataArray]]:
 
 
 def _draw_map(ax, share: np.ndarray, cnt: np.ndarray, x: list, y: list, thr: list, cmap):
-    """One heatmap with each cell's share and count, and the threshold staircase."""
-    image = ax.imshow(np.ma.masked_invalid(share), origin="lower", aspect="auto", vmin=0,
+    """One heatmap: a cell coloured by its share when at least ``style.MIN_RUNS`` runs stand
+    behind it (otherwise grey), each cell's ``k/n`` written, and the threshold staircase."""
+    shown = np.where(cnt >= style.MIN_RUNS, share, np.nan)
+    image = ax.imshow(np.ma.masked_invalid(shown), origin="lower", aspect="auto", vmin=0,
                       vmax=1, cmap=cmap, interpolation="nearest")  # fmt: skip
     for j in range(len(y)):
         for i in range(len(x)):
             if cnt[j, i]:
-                val = share[j, i]
-                ax.text(i, j, f"{val:.2f}\n({cnt[j, i]})", ha="center", va="center",
-                        fontsize=5, color="white" if val < 0.6 else "black")  # fmt: skip
+                k = int(round(share[j, i] * cnt[j, i]))
+                dark = np.isfinite(shown[j, i]) and shown[j, i] < 0.6
+                ax.text(i, j, f"{k}/{cnt[j, i]}", ha="center", va="center", fontsize=6,
+                        color="white" if dark else "black")  # fmt: skip
     # d = max(T-1, n) drawn along cell edges, so it never crosses a cell's label
     sx, sy = threshold_staircase(x, thr)
     ax.plot(sx, sy, color="white", lw=2.2, solid_capstyle="butt")
@@ -109,22 +116,14 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     o = int(fixed_other[0]) if fixed_other else (8 if other == "T" else 6)
     stats = [(title, *_share(da, x, y, yaxis)) for title, da in _maps(sweep)]
     extra = [
-        "cell value: share of the seeds with a defined value (count in small print); "
-        "global: α = opt and corr(W_GD, SVM) ≥ threshold (Frobenius for W, nuclear for KQ); "
-        "all-support: W_mm(α) of the W runs",
-        f"white line: left edge of the cells with d ≥ max(T − 1, n) ({other} = {o} fixed); "
-        "grey: no data",
+        "cell: k/n, the runs with the property of the runs with a defined value; coloured by "
+        f"the share k/n when n ≥ {style.MIN_RUNS} (the claims' fewest values), grey otherwise; "
+        "global: α = opt (as in E6); all-support: W_mm(α) of the W runs",
+        f"dashed line: left edge of the cells with d ≥ max(T − 1, n) ({other} = {o} fixed)",
     ]
-    footer = style.footer_text(sweep, band=None, extra=extra, unit=f"point (d, {yaxis}, param)")
-    fig, axes = style.new_figure(
-        1,
-        len(stats),
-        height=2.5,
-        footer_lines=style.footer_lines(footer),
-        squeeze=False,
-        sharey=True,
-    )
-    cmap = colormaps["viridis"].with_extremes(bad="0.85")
+    notes = style.notes_text(None, extra)
+    fig, axes = style.new_figure(1, len(stats), height=2.6, squeeze=False, sharey=True)
+    cmap = colormaps[style.SEQUENTIAL].with_extremes(bad=style.NO_VALUE)
     thr = [max((yv if yaxis == "T" else o) - 1, yv if yaxis == "n" else o) for yv in y]
     image = None
     for k, (ax, (title, share, cnt)) in enumerate(zip(axes[0], stats, strict=True)):
@@ -133,8 +132,16 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
             ax.set_ylabel(f"${yaxis}$")
         style.panel_label(ax, "abcdefgh"[k], title)
     if image is not None:
-        fig.colorbar(image, ax=axes[0].tolist(), shrink=0.9, label="share")
-    style.add_footer(fig, footer)
+        fig.colorbar(image, ax=axes[0].tolist(), shrink=0.9,
+                     label=f"share k/n (n ≥ {style.MIN_RUNS})")  # fmt: skip
+    halo = Line2D([], [], color="white", lw=2.2, solid_capstyle="butt")
+    dash = Line2D([], [], color="0.15", lw=0.7, ls=(0, (2, 1.5)))
+    few = Patch(facecolor=style.NO_VALUE, edgecolor="none")
+    fig.legend([(halo, dash), few],
+               [r"$d = \max(T - 1, n)$: every selection feasible right of it",
+                f"fewer than {style.MIN_RUNS} runs: count only, not coloured"],
+               loc="outside upper center", ncol=2)  # fmt: skip
+    style.add_notes(fig, notes)
     return fig
 
 
@@ -158,11 +165,12 @@ FIGURE = Figure(
         "Beyond the paper, phase map over *d* and *n* (or *T*): share of instances whose "
         "Att-SVM of the optimal tokens is feasible, shares of *W* and *KQ* runs that converge "
         "globally (GD's selection α = opt, as in E6), and share of *W* runs in which every "
-        "non-selected token is a support "
-        "vector. The white line marks *d* = max(*T* − 1, *n*) along the cell edges."
+        "non-selected token is a support vector. Each cell states its count *k*/*n*; a share "
+        f"of fewer than {style.MIN_RUNS} runs is left grey. The dashed line marks *d* = "
+        "max(*T* − 1, *n*) along the cell edges."
     ),
     look=(
-        "On or right of the white line every instance should be feasible (docs/science.md "
+        "On or right of the dashed line every instance should be feasible (docs/science.md "
         "§4); infeasibility only left of it."
     ),
     plot=plot,

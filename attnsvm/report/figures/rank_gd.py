@@ -35,47 +35,36 @@ SERIES = (
 
 
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
-    """Means ± std over the ok runs per d, from the summary (SVM ranks: feasible ones)."""
+    """Means over the ok runs per d and their intervals, from the summary (SVM ranks: feasible
+    ones)."""
     d = [int(v) for v in sd.grid_values(sweep, "d")]
     n = int((sd.grid_values(sweep, "n") or [Cell.n])[0])
     params = sd.params_of(sweep)
     tol = sd.fixed_settings(sweep).get("rank_tol", Cell.rank_tol)
     extra = [
         f"rank: number of σ_i/σ_1 > {tol:g}; effective rank exp(H(σ/Σσ)); "
-        "markers: mean over ok runs (SVM ranks over feasible ones), bars: ± std",
+        "markers: mean over ok runs (SVM ranks over feasible ones); solid: GD, dashed: SVM",
     ]
-    footer = style.footer_text(sweep, band=None, extra=extra, unit="point (d, param)")
-    fig, axes = style.new_figure(
-        1, 2, height=2.6, footer_lines=style.footer_lines(footer), squeeze=False
-    )
+    notes = style.notes_text(style.MEAN_INTERVAL, extra)
+    fig, axes = style.new_figure(1, 2, height=2.7, squeeze=False)
     colors = {"gd": style.PARAM_COLORS, "fro_alpha": style.PARAM_COLORS}
     for k, (ax, prefix) in enumerate(zip(axes[0], ("rank", "erank"), strict=True)):
         for key, p, ls, marker, label in SERIES:
             if p not in params:
                 continue
-            mean, std, _ = sd.pooled(summary, f"{prefix}_{key}", keep=("d",), param=p)
+            stats = sd.pooled(summary, f"{prefix}_{key}", keep=("d",), param=p)
             color = colors.get(key, style.PARAM_COLORS)[p]
-            ax.errorbar(
-                d,
-                mean,
-                yerr=std,
-                color=color,
-                ls=ls,
-                marker=marker,
-                ms=3,
-                capsize=1.5,
-                elinewidth=0.6,
-                markerfacecolor=color if key == "gd" else "white",
-                label=label,
-            )
+            style.mean_errorbar(ax, d, stats, color=color, ls=ls, marker=marker, ms=3,
+                                markerfacecolor=color if key == "gd" else "white",
+                                label=label)  # fmt: skip
         ax.plot(d, np.minimum(d, n), color="0.5", ls=":", lw=0.8, label=rf"$\min(n, d)$, $n={n}$")
         ax.set_xlabel("$d$")
         ax.set_xticks(d)
         ax.set_ylim(bottom=0)
         ax.set_ylabel("mean rank" if prefix == "rank" else "mean effective rank")
         style.panel_label(ax, "ab"[k], "rank" if prefix == "rank" else "effective rank")
-    style.legend(axes[0, 0], loc="upper left")
-    style.add_footer(fig, footer)
+    style.outside_legend(fig, axes[0], loc="outside upper center", ncol=5)
+    style.add_notes(fig, notes)
     return fig
 
 
@@ -101,8 +90,9 @@ FIGURE = Figure(
     label="low-rank bias of KQ",
     what=(
         "Beyond the paper, low-rank bias of *KQ*: rank and effective rank of the trained "
-        f"*W* for *W* runs and *KQ* runs (*m* = *d*) against *d*, next to {captions.WMM}(α) and "
-        f"{captions.WMM_NUC}(α)."
+        f"*W* for *W* runs and *KQ* runs (*m* = *d*) against *d* (solid), next to "
+        f"{captions.WMM}(α) and {captions.WMM_NUC}(α) (dashed); means over seeds with their "
+        f"{style.CI_WORDS}."
     ),
     look=(
         "*KQ* runs should have the low rank of the nuclear SVM, *W* runs the rank of the "

@@ -3,14 +3,15 @@
 
 The experiment's grid has ``n`` and ``param`` (W, KQ) and any of ``patch``, ``positional``,
 ``generator``, ``digit_pos`` / ``digit_neg``; every combination of those is one series (one
-colour; solid and dashed lines in a panel are two quantities of it). One row per
-parameterization, against n:
-(a) share of instances whose Att-SVM is feasible, for the optimal tokens (solid) and for GD's
-selection alpha (dashed); (b) final corr of W_GD with the SVM of alpha matching the
-parameterization (Frobenius for W, nuclear for KQ; solid) and with that of opt (dashed);
-(c) shares of the runs converging globally (solid) and not locally (dashed), by selection
-(docs/science.md §5); (d) mean effective rank of W_GD (solid) and of the matching SVM of alpha
-(dashed); the caption also states the ranks (relative tolerance).
+colour; filled and hollow markers in a panel are two quantities of it). One row per
+parameterization, the values of an n side by side (categories: no lines join them), each
+mean with its confidence interval and each share with its Clopper-Pearson interval:
+(a) share of instances whose Att-SVM is feasible, for the optimal tokens (filled) and for GD's
+selection alpha (hollow); (b) final corr of W_GD with the SVM of alpha matching the
+parameterization (Frobenius for W, nuclear for KQ; filled) and with that of opt (hollow);
+(c) shares of the runs converging globally (filled) and not locally (hollow), by selection
+(docs/science.md §5); (d) mean effective rank of W_GD (filled) and of the matching SVM of alpha
+(hollow); the caption also states the ranks (relative tolerance).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import itertools
 
 import numpy as np
 import xarray as xr
+from matplotlib.lines import Line2D
 
 from attnsvm.config.cell import Cell
 from attnsvm.images import token_count, token_dim
@@ -64,71 +66,92 @@ def series_label(point: dict) -> str:
     return ", ".join(words) or "all runs"
 
 
-def _convergence_share(summary: xr.Dataset, kind: str, **point) -> np.ndarray:
-    """Share of the typed runs of class ``kind`` per n (pooled over other axes)."""
+def _convergence_counts(summary: xr.Dataset, kind: str, **point):
+    """(runs of class ``kind``, typed runs) per n (pooled over other axes)."""
     cnt = summary["count_convergence"]
     cnt = cnt.sel({k: v for k, v in point.items() if k in cnt.dims})
     rest = [d for d in cnt.dims if d not in ("n", "convergence")]
     cnt = cnt.sum(rest) if rest else cnt
-    total = cnt.sum("convergence")
-    share = cnt.sel(convergence=kind) / total.where(total > 0)
-    return np.atleast_1d(np.asarray(share.values, float))
+    k = np.atleast_1d(np.asarray(cnt.sel(convergence=kind).values, float))
+    n = np.atleast_1d(np.asarray(cnt.sum("convergence").values, float))
+    return k, n
 
 
-def _panels(summary: xr.Dataset, p: str, point: dict) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(solid, dashed) means per n of the four panels of one series and parameterization."""
+def _flag_counts(summary: xr.Dataset, name: str, **point):
+    """(runs with the 0/1 flag ``name`` set, runs with a value) per n, from its mean and count."""
+    mean, _, count = sd.pooled(summary, name, keep=("n",), **point)
+    return np.round(np.nan_to_num(mean) * count), count
+
+
+#: per panel: the kind of each of its two quantities ("share": counts, "mean": statistics)
+KINDS = ("share", "mean", "share", "mean")
+
+
+def _panels(summary: xr.Dataset, p: str, point: dict) -> list[tuple]:
+    """(filled, hollow) of the four panels of one series and parameterization: per quantity
+    (successes, count) for a share, (mean, std, count) for a mean, per n."""
     norm = MATCH.get(p, "fro")
 
-    def mean(name: str) -> np.ndarray:
-        return sd.pooled(summary, name, keep=("n",), param=p, **point)[0]
+    def stats(name: str):
+        return sd.pooled(summary, name, keep=("n",), param=p, **point)
 
     return [
-        (mean("feasible_fro_opt"), mean("feasible_fro_alpha")),
-        (mean(f"corr_{norm}_alpha"), mean(f"corr_{norm}_opt")),
         (
-            _convergence_share(summary, "global", param=p, **point),
-            _convergence_share(summary, "not-local", param=p, **point),
+            _flag_counts(summary, "feasible_fro_opt", param=p, **point),
+            _flag_counts(summary, "feasible_fro_alpha", param=p, **point),
         ),
-        (mean("erank_gd"), mean(f"erank_{norm}_alpha")),
+        (stats(f"corr_{norm}_alpha"), stats(f"corr_{norm}_opt")),
+        (
+            _convergence_counts(summary, "global", param=p, **point),
+            _convergence_counts(summary, "not-local", param=p, **point),
+        ),
+        (stats("erank_gd"), stats(f"erank_{norm}_alpha")),
     ]
 
 
 TITLES = (
-    "SVM feasible\nopt —, α - -",
-    "corr(W$_{GD}$, SVM)\nα —, opt - -",
-    "convergence\nglobal —, not-local - -",
-    "effective rank\nW$_{GD}$ —, SVM(α) - -",
+    "SVM feasible\nfilled opt, hollow α",
+    "corr(W$_{GD}$, SVM)\nfilled α, hollow opt",
+    "convergence\nfilled global, hollow not-local",
+    "effective rank\nfilled W$_{GD}$, hollow SVM(α)",
 )
 
 
+def _draw(ax, x, data, kind: str, **kw):
+    if kind == "share":
+        return style.share_errorbar(ax, x, *data, **kw)
+    return style.mean_errorbar(ax, x, data, **kw)
+
+
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
-    """Means over the ok runs per n for every series, one row per parameterization."""
+    """Per n and series, means and shares with their intervals, one row per
+    parameterization; the points of an n side by side."""
     n = [int(v) for v in sd.grid_values(sweep, "n")] or [Cell.n]
     params = sd.params_of(sweep)
     points = series(summary)
     extra = [
-        "solid and dashed lines of one colour are the two quantities named in the panel title; "
-        "SVM: Frobenius for W runs, nuclear for KQ runs; convergence types by GD's selection "
-        "(docs/science.md §5); ranks of SVMs over the feasible instances",
+        "filled and hollow markers of one colour are the two quantities named in the panel "
+        "title; SVM: Frobenius for W runs, nuclear for KQ runs; convergence types by GD's "
+        "selection (docs/science.md §5); ranks of SVMs over the feasible instances",
     ]
-    footer = style.footer_text(sweep, band=None, extra=extra, unit="point (n, series, param)")
-    fig, axes = style.new_figure(
-        len(params), 4, height=2.0 * len(params), footer_lines=style.footer_lines(footer),
-        squeeze=False, sharex=True,
-    )  # fmt: skip
+    notes = style.notes_text(f"means: {style.MEAN_INTERVAL}; shares: {style.SHARE_INTERVAL}", extra)
+    fig, axes = style.new_figure(len(params), 4, height=2.1 * len(params) + 0.3, squeeze=False,
+                                 sharex=True)  # fmt: skip
     colors = style.PALETTE
+    x = np.arange(len(n), dtype=float)
+    offsets = style.dodge(2 * len(points), 0.7)
     for row, p in enumerate(params):
         for k, point in enumerate(points):
             color = colors[k % len(colors)]
-            for col, (solid, dashed) in enumerate(_panels(summary, p, point)):
-                ax = axes[row, col]
-                label = series_label(point) if row == 0 and col == 0 else None
-                ax.plot(n, solid, color=color, marker="o", ms=3, label=label)
-                ax.plot(n, dashed, color=color, marker="s", ms=3, ls="--", mfc="white")
+            for col, pair in enumerate(_panels(summary, p, point)):
+                for q, data in enumerate(pair):
+                    _draw(axes[row, col], x + offsets[2 * k + q], data, KINDS[col], ls="none",
+                          color=color, marker="o", ms=3,
+                          mfc=color if q == 0 else "white")  # fmt: skip
         for col, ax in enumerate(axes[row]):
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(n)
+            ax.set_xticks(x)
             ax.set_xticklabels([str(v) for v in n])
+            ax.set_xlim(-0.6, len(n) - 0.4)
             if col < 3:
                 ax.set_ylim(-0.05, 1.05)
             else:
@@ -137,8 +160,18 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
                 ax.set_xlabel("$n$ (examples)")
             style.panel_label(ax, "abcdefgh"[row * 4 + col], TITLES[col])
         axes[row, 0].set_ylabel(f"{style.PARAM_LABELS.get(p, p)} runs")
-    style.outside_legend(fig, axes[0, :1].tolist(), loc="outside upper center", ncols=4)
-    style.add_footer(fig, footer)
+    handles = [
+        Line2D([], [], ls="none", marker="o", ms=3, color=colors[k % len(colors)],
+               label=series_label(point))
+        for k, point in enumerate(points)
+    ]  # fmt: skip
+    handles += [
+        Line2D([], [], ls="none", marker="o", ms=3, color="0.3", label="filled: first in title"),
+        Line2D([], [], ls="none", marker="o", ms=3, color="0.3", mfc="white",
+               label="hollow: second in title"),
+    ]  # fmt: skip
+    fig.legend(handles=handles, loc="outside upper center", ncol=len(handles) // 2 + 1)
+    style.add_notes(fig, notes)
     return fig
 
 
@@ -210,7 +243,9 @@ FIGURE = Figure(
         "Beyond the paper, real tokens: patches of scikit-learn's bundled images (8×8 digits "
         "or windows of two photographs; docs/science.md §9) as tokens, the "
         "head *v* a logistic regression on the mean tokens. Against *n*, per patch size and "
-        "positional encoding: feasibility of the Att-SVM for opt and for GD's selection α, "
+        "positional encoding (means with their "
+        f"{style.CI_WORDS}, shares with their {style.CP_WORDS}): feasibility of the Att-SVM "
+        "for opt and for GD's selection α, "
         "final corr of GD with the SVM of α and of opt (Frobenius for *W*, nuclear for *KQ*), "
         "shares of global and not-local convergence, effective rank of *W*\\ :sub:`GD` and of "
         "the SVM."

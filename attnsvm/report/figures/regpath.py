@@ -4,7 +4,8 @@ the paper (docs/science.md §6, "Beyond the paper"; §3 for the path).
 Cells with ``task: regpath`` (attnsvm.gd.regpath): for each radius R the norm-constrained
 problem is solved by projected GD; the stored "checkpoints" are the radii (``curve_radius``).
 (a) W: corr(W_R, W_mm(opt)) solid, corr(W_R, W_mm_*(opt)) dashed; (b) KQ: corr(K_R Q_R^T,
-W_mm_*(opt)) solid, with the Frobenius SVM dashed. Mean ± std over seeds (log R axis);
+W_mm_*(opt)) solid, with the Frobenius SVM dashed. Mean over seeds and its confidence
+interval (log R axis);
 (c) 1 - corr with the matching SVM (log-log), showing how fast the path approaches it.
 """
 
@@ -29,7 +30,8 @@ def _curves(sweep: xr.Dataset, name: str, p: str) -> np.ndarray:
 
 
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
-    """Bands (mean ± std; (c) median and IQR) over the ok seeds, from the summary."""
+    """Bands (the mean's confidence interval; (c) median and IQR) over the ok seeds, from the
+    summary."""
     params = sd.params_of(sweep)
     radii = _curves(sweep, "curve_radius", params[0])
     fixed = sd.fixed_settings(sweep)
@@ -48,10 +50,11 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         "start from the previous radius); W: ||W||_F ≤ R, KQ: ||K||²+||Q||² ≤ 2R",
         "; ".join(opt_lines),
     ]
-    footer = style.footer_text(sweep, extra=extra, unit="param")
-    fig, axes = style.new_figure(
-        1, 3, height=2.5, footer_lines=style.footer_lines(footer), squeeze=False
+    notes = style.notes_text(
+        f"(a, b) {style.MEAN_INTERVAL}, clipped to [-1, 1]; (c) median and interquartile range",
+        extra,
     )
+    fig, axes = style.new_figure(1, 3, height=2.5, squeeze=False)
     for k, p in enumerate(params[:2]):
         ax = axes[0, k]
         match, cross = MATCH.get(p, ("fro", "nuc"))
@@ -59,7 +62,7 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         for norm, ls in ((match, "-"), (cross, "--")):
             stats = sd.pooled(summary, f"curve_corr_{norm}_opt", param=p)
             style.mean_band(ax, R, stats, color if norm == match else "0.45",
-                            label=LABELS[norm], linestyle=ls)  # fmt: skip
+                            label=LABELS[norm], linestyle=ls, clip=(-1.0, 1.0))  # fmt: skip
         ax.set_xscale("log")
         ax.set_xlim(R[0] / 1.2, R[-1] * 1.2)
         ax.axhline(1.0, color="0.6", lw=0.5)
@@ -84,7 +87,7 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     ax3.set_ylabel(r"$1 - \mathrm{corr}$ (median, IQR)")
     style.panel_label(ax3, "c", "distance to the matching SVM")
     style.legend(ax3, loc="lower left")
-    style.add_footer(fig, footer)
+    style.add_notes(fig, notes)
     return fig
 
 
@@ -117,7 +120,8 @@ FIGURE = Figure(
     what=(
         "Beyond the paper, regularization path: the norm-constrained minimizers *W*\\ "
         f":sub:`R` and {captions.KR_QR} against the radius *R*, corr with "
-        "the Frobenius and nuclear SVM of the optimal tokens, and 1 − corr on log axes."
+        "the Frobenius and nuclear SVM of the optimal tokens (means over seeds with their "
+        f"{style.CI_WORDS}), and 1 − corr on log axes (median and interquartile range)."
     ),
     look=(
         f"corr(*W*\\ :sub:`R`, {captions.WMM}) and corr({captions.KR_QR}, "

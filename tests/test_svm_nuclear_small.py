@@ -1,4 +1,5 @@
-"""The dual barrier method for small Att-SVM_* (attnsvm.svm.nuclear_ipm) against Clarabel."""
+"""The nuclear SVM at the paper's small sizes (E2, E6, E3's small shapes: the primal-dual route
+of attnsvm.svm.nuclear_pd, which replaced the dual barrier there, issue 45) against Clarabel."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ import numpy as np
 import pytest
 
 import attnsvm.svm.nuclear as svm_nuclear
+import attnsvm.svm.routes as routes
 from attnsvm.config.cell import Cell
 from attnsvm.gd.data import make_dataset, optimal_tokens
 from attnsvm.svm import solve_frobenius, solve_nuclear
 from attnsvm.svm.constraints import att_svm_constraints
 from attnsvm.svm.frobenius import BASIS_TOL, orthonormal_basis
-from attnsvm.svm.nuclear_ipm import certified_gap, solve_dual_barrier
+from attnsvm.svm.nuclear_pd import certified_gap, solve_primal_dual
 from attnsvm.tasks.metrics import rank
 
 
@@ -30,31 +32,28 @@ def instances(count: int, seed: int):
     return out
 
 
-def test_barrier_agrees_with_clarabel(monkeypatch):
+def test_small_instances_agree_with_clarabel(monkeypatch):
     cases = instances(60, seed=5)
     assert len(cases) >= 50
     fast = [solve_nuclear(c) for c in cases]
-    monkeypatch.setattr(svm_nuclear, "BARRIER_MAX_SIZE", 0)  # the conic path as reference
-    monkeypatch.setattr(svm_nuclear, "PD_MAX_SIZE", 0)
+    monkeypatch.setattr(routes, "PD_MAX_SIZE", 0)  # the conic path as reference
     ref = [solve_nuclear(c) for c in cases]
     used = 0
     for cons, f, r in zip(cases, fast, ref, strict=True):
         assert f.status == r.status == "optimal", (f.message, r.message)
-        assert r.solver not in ("direct-barrier", "direct-primal-dual")
-        # (5, 10, 20) and (15, 5, 20), 45 and 60 rows, take the primal-dual route (issue 28)
-        small = cons.n_rows <= svm_nuclear.BARRIER_MAX_ROWS
-        used += f.solver == ("direct-barrier" if small else "direct-primal-dual")
+        assert r.solver != "direct-primal-dual"
+        used += f.solver == "direct-primal-dual"
         assert abs(f.objective - r.objective) <= 1e-7 * r.objective
         assert rank(f.W, 1e-6) == rank(r.W, 1e-6)
         assert cons.values(f.W).min() >= 1 - 1e-6
     assert used >= 0.9 * len(cases)  # the fast path, not a silent fallback
 
 
-def test_barrier_certificate_is_a_true_bound():
+def test_the_certificate_is_a_true_bound():
     cons = instances(1, seed=2)[0]
     U_l, U_r = orthonormal_basis(cons.left), orthonormal_basis(cons.right, BASIS_TOL)
     A, B = cons.left @ U_l, cons.right @ U_r
-    res = solve_dual_barrier(A, B, cons.rhs)
+    res = solve_primal_dual(A, B, cons.rhs)
     assert res is not None and res.gap <= 1e-7
     assert res.gap == pytest.approx(certified_gap(A, B, cons.rhs, res.M, res.lam))
     # the dual bound lies below the objective of any feasible point, e.g. the Frobenius W_mm
@@ -65,18 +64,18 @@ def test_barrier_certificate_is_a_true_bound():
     assert np.all(res.lam >= 0)
 
 
-def test_barrier_declines_what_it_cannot_solve():
+def test_the_interior_point_route_declines_what_it_cannot_solve():
     A, B = np.ones((2, 2)), np.ones((2, 2))
-    assert solve_dual_barrier(A, B, np.array([1.0, 0.0])) is None  # rhs must be > 0
-    assert solve_dual_barrier(A, B, np.zeros(0)) is None
+    assert solve_primal_dual(A, B, np.array([1.0, 0.0])) is None  # rhs must be > 0
+    assert solve_primal_dual(A, B, np.zeros(0)) is None
 
 
 def test_breakdown_falls_back_to_clarabel(monkeypatch):
     cons = instances(1, seed=3)[0]
     ref = solve_nuclear(cons)
-    assert ref.solver == "direct-barrier"
-    monkeypatch.setattr(svm_nuclear, "solve_dual_barrier", lambda *a, **k: None)
+    assert ref.solver == "direct-primal-dual"
+    monkeypatch.setattr(svm_nuclear, "solve_primal_dual", lambda *a, **k: None)
     res = solve_nuclear(cons)
     assert res.solver == "direct-clarabel" and res.status == "optimal"
-    assert "direct barrier status breakdown" in res.message
+    assert "direct primal-dual status breakdown" in res.message
     assert res.objective == pytest.approx(ref.objective, rel=1e-7)

@@ -1,0 +1,71 @@
+"""Where each interval method of the claims is calibrated: the stored calibration table.
+
+The ledger says PASS or FAIL only from an interval whose method is calibrated at its number of
+values and level (docs/science.md §13): measured coverage at least the nominal level minus
+:data:`TOLERANCE`. For the mean (the studentized bootstrap of :mod:`attnsvm.claims.stats`)
+that is measured by simulation and stored in ``calibration.json`` next to this module,
+written by ``attnsvm claims --calibrate --write`` (:mod:`attnsvm.claims.calibration`); this
+module only reads it. The order-statistic and exact binomial intervals are exact by
+construction: their smallest sizes are computed, not looked up.
+
+A level between the table's levels takes the next higher one (the smallest calibrated size
+never shrinks as the level grows, which a test checks on the table); a level above the
+highest has no calibrated mean interval. A number of values above the table's largest counts
+as calibrated when the largest sizes are (coverage approaches the nominal level as n grows).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from scipy import stats
+
+#: the stored table (docs/science.md §13)
+TABLE_PATH = Path(__file__).with_name("calibration.json")
+#: the largest shortfall of measured coverage below the nominal level that still counts
+TOLERANCE = 0.01
+#: the sizes searched for an exact method's smallest size
+_MAX_EXACT_N = 100_000
+
+
+@functools.cache
+def load(path: str | None = None) -> dict[str, Any]:
+    """The calibration table (``calibration.json``, or ``path``)."""
+    return json.loads(Path(path or TABLE_PATH).read_text(encoding="utf-8"))
+
+
+def _level_row(levels: list[float], confidence: float) -> int | None:
+    """Index of the smallest tabled level at or above ``confidence`` (None: above all)."""
+    above = [i for i, lv in enumerate(levels) if lv >= confidence - 1e-12]
+    return min(above, key=lambda i: levels[i]) if above else None
+
+
+def mean_n_min(confidence: float) -> int | None:
+    """The smallest number of values at which the mean's interval is calibrated at
+    ``confidence`` (module docstring); None where no size is."""
+    mean = load()["methods"]["mean"]
+    i = _level_row(mean["levels"], confidence)
+    if i is None:
+        return None
+    return mean["n_min"][i]
+
+
+@functools.cache
+def quantile_n_min(q: float, confidence: float) -> int | None:
+    """The smallest n with an order-statistic interval of the q-quantile at ``confidence``:
+    ``q^n <= a`` and ``(1 - q)^n <= a``, ``a = (1 - confidence) / 2`` (the extreme order
+    statistics cover with ``1 - q^n - (1 - q)^n``)."""
+    a = (1.0 - confidence) / 2.0
+    for n in range(1, _MAX_EXACT_N):
+        if q**n <= a + 1e-15 and (1 - q) ** n <= a + 1e-15:
+            return n
+    return None
+
+
+def share_bound(n: int, confidence: float) -> float:
+    """The exact binomial lower bound of n successes in n trials, ``(a)^(1/n)``, ``a = (1 -
+    confidence) / 2``: the most a share of n values can show (1 minus it: the least)."""
+    return float(stats.beta.ppf((1.0 - confidence) / 2.0, n, 1)) if n else 0.0

@@ -1,0 +1,148 @@
+"""The data of stored cells, regenerated bit for bit from docs/science.md's recipe alone.
+
+docs/science.md §1 ("Regenerating the data bit for bit") and §15 say which generator, seed
+streams and draw order make every cell's data. This test writes cells the way the workflow
+does (block stores collected into a sweep store), then redraws their tokens, labels, queries
+and head with NumPy only, following the recipe (no attnsvm generator code), and compares them
+with the stored arrays bit for bit; the flipped labels and the test sample, which the stores
+keep as shares and errors, through the stored ``flip_share``, ``test_flip_share``,
+``test_err_bayes`` and ``flip_fit_bayes``, and the initialization against the trainer's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+
+def rng(seed: int, stream: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([seed, stream]))
+
+
+def normalize(a: np.ndarray) -> np.ndarray:
+    return a / np.linalg.norm(a, axis=-1, keepdims=True)
+
+
+def signal_noise(seed, stream, n, T, d, snr, flip):
+    """docs/science.md §1 / §15, eq. (15.1)-(15.2): X, Y, flipped; v and z fixed."""
+    g = rng(seed, stream)
+    mu_pos, mu_neg = np.zeros(d), np.zeros(d)
+    mu_pos[0], mu_neg[1] = snr, snr
+    clean = np.where(g.random(n) < 0.5, 1.0, -1.0)
+    X = g.standard_normal((n, T, d)) / np.sqrt(d)
+    X[:, 0, :] += np.where(clean[:, None] > 0, mu_pos, mu_neg)
+    flipped = g.random(n) < flip
+    v = (mu_pos - mu_neg) / (np.linalg.norm(mu_pos - mu_neg) * snr)
+    return X, np.where(flipped, -clean, clean), flipped, v
+
+
+def gaussian(seed, n, T, d, generator, attention):
+    """docs/science.md §1: v, Y, X, Z (and V for relu) from stream 0."""
+    g = rng(seed, 0)
+    v = normalize(g.standard_normal(d))
+    Y = np.where(g.standard_normal(n) > 0, 1.0, -1.0)
+    if generator == "orthonormal":
+        X = np.linalg.qr(g.standard_normal((n, d, T)))[0].transpose(0, 2, 1)
+        Y = np.ones(n)
+    else:
+        X = normalize(g.standard_normal((n, T, d)))
+    Z = normalize(g.standard_normal((n, d)))
+    if generator == "relu":
+        g.standard_normal((d, d))
+        v = np.ones(d)
+    if attention == "self":
+        Z = X[:, 0, :]
+    return X, Y, Z, v
+
+
+def write_sweep(tmp_path, name: str, fixed: dict, grid: dict, seeds: int) -> xr.Dataset:
+    """The experiment's cells through the workflow's block writer and collector."""
+    from attnsvm.plan import parse_experiment
+    from attnsvm.sweep.collect import collect_sweep
+    from attnsvm.sweep.worker import write_block
+
+    exp = parse_experiment(name, {"figures": [], "fixed": fixed, "grid": grid, "seeds": seeds,
+                                  "block_seconds": 0}, 64)  # fmt: skip
+    paths = {
+        b.name: write_block(b.cells, tmp_path / f"{b.name}.zarr", experiment=name,
+                            block=b.name, device="cpu")
+        for b in exp.blocks()
+    }  # fmt: skip
+    return collect_sweep(exp, paths).load()
+
+
+def test_signal_noise_cells_regenerate_from_the_docs(tmp_path):
+    fixed = {"generator": "signal_noise", "n": 7, "T": 3, "d": 9, "label_flip": 0.3,
+             "n_test": 60, "iterations": 4, "checkpoint_count": 2}  # fmt: skip
+    sweep = write_sweep(tmp_path, "b13", fixed, {"snr": [0.4, 2.0]}, seeds=3)
+    from scipy.stats import norm
+
+    for snr in (0.4, 2.0):
+        for seed in range(3):
+            cell = sweep.sel(snr=snr, seed=seed)
+            X, Y, flipped, v = signal_noise(seed, 0, 7, 3, 9, snr, 0.3)
+            assert np.array_equal(cell["X"].values, X)
+            assert np.array_equal(cell["Y"].values, Y)
+            assert np.array_equal(cell["v"].values, v)
+            assert np.array_equal(cell["Z"].values, np.tile(np.eye(9)[0], (7, 1)))
+            assert float(cell["flip_share"]) == np.mean(flipped)
+            # the Bayes-optimal classifier fits a flipped label where it misses the clean one
+            bayes_train = np.where(X[:, 0] @ v >= 0, 1.0, -1.0)
+            fits = np.mean(bayes_train[flipped] == Y[flipped]) if flipped.any() else np.nan
+            assert np.array_equal(float(cell["flip_fit_bayes"]), fits, equal_nan=True)
+            Xt, Yt, ft, _ = signal_noise(seed, 2, 60, 3, 9, snr, 0.3)
+            assert float(cell["test_flip_share"]) == np.mean(ft)
+            bayes = np.where(Xt[:, 0] @ v >= 0, 1.0, -1.0)
+            assert float(cell["test_err_bayes"]) == np.mean(bayes * Yt <= 0)
+            q = norm.cdf(-snr * np.sqrt(9 / 2))
+            assert float(cell["bayes_err"]) == pytest.approx(0.3 + 0.4 * q, rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("generator", "attention"), [("gaussian", "cross"), ("gaussian", "self"), ("relu", "cross"),
+                                 ("orthonormal", "cross")],
+)  # fmt: skip
+def test_gaussian_cells_regenerate_from_the_docs(tmp_path, generator, attention):
+    fixed = {"generator": generator, "n": 5, "T": 3, "d": 6, "iterations": 4,
+             "checkpoint_count": 2, "attention": attention}  # fmt: skip
+    if generator == "relu":
+        fixed["head"] = "relu"
+    if generator == "orthonormal":
+        fixed.update(head="lambda")
+    if generator == "gaussian":
+        fixed["n_test"] = 30
+    sweep = write_sweep(tmp_path, "e", fixed, {"param": ["W", "KQ"]}, seeds=2)
+    for seed in range(2):
+        X, Y, Z, v = gaussian(seed, 5, 3, 6, generator, attention)
+        for param in ("W", "KQ"):
+            cell = sweep.sel(param=param, seed=seed)
+            assert np.array_equal(cell["X"].values, X), (generator, seed)
+            assert np.array_equal(cell["Y"].values, Y)
+            assert np.array_equal(cell["Z"].values, Z)
+            if "v" in cell:
+                assert np.array_equal(cell["v"].values, v)
+        if generator == "gaussian":  # the test sample: +1 is Bayes-optimal, labels are coins
+            g = rng(seed, 2)
+            Yt = np.where(g.standard_normal(30) > 0, 1.0, -1.0)
+            cell = sweep.sel(param="W", seed=seed)
+            assert float(cell["test_err_bayes"]) == np.mean(Yt < 0)
+            assert float(cell["bayes_err"]) == 0.5
+
+
+def test_the_initialization_follows_the_docs():
+    """§3 (stream 1): W uniform in +-1/sqrt(d); KQ: K then Q; zero: K = 0.1 N(0, 1)."""
+    from attnsvm import Cell
+    from attnsvm.gd.data import make_init
+
+    d, b = 6, 1 / np.sqrt(6)
+    for seed in (0, 5):
+        assert np.array_equal(make_init(Cell(d=d, seed=seed))["W"],
+                              rng(seed, 1).uniform(-b, b, (d, d)))  # fmt: skip
+        g = rng(seed, 1)
+        K, Q = g.uniform(-b, b, (d, 3)), g.uniform(-b, b, (d, 3))
+        init = make_init(Cell(d=d, seed=seed, param="KQ", m=3))
+        assert np.array_equal(init["K"], K) and np.array_equal(init["Q"], Q)
+        zero = make_init(Cell(d=d, seed=seed, param="KQ", init="zero"))
+        assert np.array_equal(zero["K"], 0.1 * rng(seed, 1).standard_normal((d, d)))
+        assert not zero["Q"].any()
