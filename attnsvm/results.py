@@ -36,7 +36,7 @@ from attnsvm.sweep.integrity import StoreError, verify_store
 from attnsvm.sweep.paths import LAYOUT, Paths
 from attnsvm.sweep.summary import CHECKSUM_ATTR, data_checksum
 
-__all__ = ["ResultsError", "open_results", "outline"]
+__all__ = ["Results", "ResultsError", "by_iteration", "open_results", "outline"]
 
 #: what an experiment node may hold: child name -> path name in :data:`LAYOUT`
 PARTS = {"sweep": "sweep", "summary": "summary"}
@@ -106,6 +106,29 @@ def _claims(paths: Paths, exp: str) -> xr.Dataset | None:
     return ds
 
 
+class Results(xr.DataTree):
+    """The ``xarray.DataTree`` of a run (:func:`open_results`), whose nodes also select
+    several variables as a Dataset does: ``runs["e2_local/sweep"][["a", "b"]]`` is the
+    ``xarray.Dataset`` of those variables (with their coordinates)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key):
+        if not isinstance(key, str | dict) and isinstance(key, list | tuple):
+            return self.to_dataset()[list(key)]
+        return super().__getitem__(key)
+
+
+def by_iteration(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with its checkpoints indexed by the iteration ``k`` they were taken at: curves
+    (``curve_*``, ``W``, ``softmax``) plot and select against ``iteration``; the checkpoint's
+    number stays a coordinate along it (docs/store.md)."""
+    if "checkpoint" in ds.dims and "iteration" in ds.coords:
+        if ds["iteration"].dims == ("checkpoint",):
+            return ds.swap_dims(checkpoint="iteration")
+    return ds
+
+
 def _open_sweep(path: Path, verify: bool, chunks: Any) -> xr.Dataset:
     # names and sizes of every file against the manifest (or every SHA-256 with verify);
     # zarr checks each chunk's CRC-32C whenever it is read
@@ -113,26 +136,68 @@ def _open_sweep(path: Path, verify: bool, chunks: Any) -> xr.Dataset:
     return xr.open_zarr(path, chunks=chunks)
 
 
+class _CheckedArray(xr.backends.BackendArray):
+    """A summary variable whose first read runs the summary's deferred check first."""
+
+    def __init__(self, inner: Any, check: Any):
+        self.inner, self.check = inner, check
+        self.shape, self.dtype = inner.shape, inner.dtype
+
+    def __getitem__(self, key: Any) -> Any:
+        self.check()
+        return self.inner[key]
+
+
+class _CheckedStore(xr.backends.NetCDF4DataStore):
+    """The summary's store: every variable but the dimension coordinates and ``iteration``
+    (read at once for the indexes, :func:`by_iteration`) runs ``check`` before its first
+    read."""
+
+    def __init__(self, image: Any, check: Any):
+        super().__init__(image)
+        self._check = check
+
+    def open_store_variable(self, name: str, var: Any) -> xr.Variable:
+        variable = super().open_store_variable(name, var)
+        if name in var.dimensions or name == "iteration":
+            return variable
+        data = variable._data
+        wrapped = xr.core.indexing.LazilyIndexedArray(_CheckedArray(data.array, self._check))
+        return xr.Variable(variable.dims, wrapped, variable.attrs, variable.encoding)
+
+
 def _open_summary(path: Path, experiment: str, chunks: Any) -> xr.Dataset:
-    """The summary, checked against its digest record and its own checksum, decoded lazily
-    from an image of the file in memory.
+    """The summary, checked against its digest record, decoded lazily from an image of the
+    file in memory; its own checksum is checked when its first variable is read.
 
     The file is read once and closed: no handle stays open (a rerun's derive job can replace
     the file), and netCDF-C / HDF5 cannot trip over the same file opened and closed several
     times in one process, which here ends in "NetCDF: HDF error" or a crash
     (tests/test_results.py). A summary holds statistics per grid point: small next to its
     sweep, which stays on disk.
+
+    The record check hashes the file's bytes (cheap: the file is in memory); the checksum
+    (:data:`~attnsvm.sweep.summary.CHECKSUM_ATTR`) decodes and hashes every value, which for
+    a whole run's summaries costs seconds, so it runs at the first read of any of the
+    summary's variables (not before its coordinates' values, which open reads), once: a
+    mismatch raises :class:`~attnsvm.sweep.integrity.StoreError` naming the file there.
     """
     import netCDF4  # xarray's own netCDF backend library; only the summary needs it
 
     check_record(record_of(path), "summary", experiment)
     image = netCDF4.Dataset(path.name, mode="r", memory=path.read_bytes())
-    # the checksum reads every value once, through an uncached view: the returned dataset
-    # stays lazy
-    check = xr.open_dataset(xr.backends.NetCDF4DataStore(image), cache=False)
-    if data_checksum(check) != check.attrs.get(CHECKSUM_ATTR):
-        raise StoreError(path, f"its data do not match its own checksum ({CHECKSUM_ATTR})")
-    return xr.open_dataset(xr.backends.NetCDF4DataStore(image), chunks=chunks)
+    checked: list[bool] = []
+
+    def check() -> None:
+        if checked:
+            return
+        # every value once, through an uncached view of the same image
+        view = xr.open_dataset(xr.backends.NetCDF4DataStore(image), cache=False)
+        if data_checksum(view) != view.attrs.get(CHECKSUM_ATTR):
+            raise StoreError(path, f"its data do not match its own checksum ({CHECKSUM_ATTR})")
+        checked.append(True)
+
+    return xr.open_dataset(_CheckedStore(image, check), chunks=chunks)
 
 
 def _run_provenance(sweeps: dict[str, xr.Dataset], results: Path) -> dict[str, Any]:
@@ -210,14 +275,14 @@ def open_results(
                 attrs.update({k: v for k, v in ds.attrs.items() if k != "blocks"})
             else:
                 ds = _open_summary(path, exp, chunks)
-            nodes[f"/{exp}/{child}"] = ds
+            nodes[f"/{exp}/{child}"] = by_iteration(ds)
         claims = _claims(paths, exp)
         if claims is not None:
             nodes[f"/{exp}/claims"] = claims
         attrs["absent"] = absent
         nodes[f"/{exp}"] = xr.Dataset(attrs=attrs)
     nodes["/"] = xr.Dataset(attrs=_run_provenance(sweeps, root))
-    return xr.DataTree.from_dict(nodes)
+    return Results.from_dict(nodes)
 
 
 def _dims(ds: xr.Dataset) -> str:
@@ -239,7 +304,12 @@ def outline(tree: xr.DataTree) -> str:
         for child, sub in node.children.items():
             ds = sub.to_dataset()
             if child == "claims":
-                verdicts = Counter(ds["verdict"].values) if "verdict" in ds else {}
+                # a claim's evidence rows have no verdict (NaN in the table): not counted
+                verdicts = Counter(
+                    v
+                    for v in (ds["verdict"].values if "verdict" in ds else [])
+                    if isinstance(v, str)
+                )
                 text = ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
                 lines.append(f"  claims: {ds.sizes['claim']}" + (f" ({text})" if text else ""))
             else:

@@ -21,7 +21,7 @@ import zarr
 
 import attnsvm
 from attnsvm import provenance
-from attnsvm.results import ResultsError, outline
+from attnsvm.results import ResultsError, by_iteration, outline
 from attnsvm.sweep.derived import record_of, write_record
 from attnsvm.sweep.integrity import StoreError
 from attnsvm.sweep.paths import Paths
@@ -49,10 +49,11 @@ def test_one_node_per_experiment_with_its_sweep_and_summary(run):
         node = tree[name]
         assert sorted(node.children) == ["summary", "sweep"] and node.attrs["absent"] == []
         sweep, summary = node["sweep"].to_dataset(), node["summary"].to_dataset()
+        # the stores as written, their checkpoints indexed by the iteration
         with xr.open_zarr(paths.sweep(name)) as want:
-            xr.testing.assert_identical(sweep.load(), want.load())
+            xr.testing.assert_identical(sweep.load(), by_iteration(want.load()))
         with xr.open_dataset(paths.summary(name)) as want:
-            xr.testing.assert_identical(summary.load(), want.load())
+            xr.testing.assert_identical(summary.load(), by_iteration(want.load()))
         assert node.attrs["experiment"] == name
         assert node.attrs["n_cells"] == sweep["status"].size  # the sweep's own attributes
         assert "blocks" not in node.attrs  # the per-block provenance went to the root
@@ -61,6 +62,44 @@ def test_one_node_per_experiment_with_its_sweep_and_summary(run):
     ok = sweep["corr_fro_alpha"].where(sweep["status"] == 0).sel(param="W")
     mean = tree["e2_local/summary"]["corr_fro_alpha_mean"].sel(param="W")
     np.testing.assert_allclose(float(mean), float(ok.mean("seed")), rtol=1e-12)
+
+
+def test_nodes_select_as_datasets_and_curves_run_along_the_iteration(run):
+    """The README's notebook: ``runs[node][[a, b]]`` is a Dataset; a curve plots against the
+    iteration k, not the checkpoint's number; labels say what a variable is."""
+    tree = attnsvm.open_results(run)
+    pair = tree["e2_local/sweep"][["corr_fro_alpha", "corr_nuc_alpha"]]
+    assert isinstance(pair, xr.Dataset) and list(pair.data_vars) == [
+        "corr_fro_alpha",
+        "corr_nuc_alpha",
+    ]
+    with xr.open_zarr(Paths(str(run)).sweep("e2_local")) as stored:
+        iterations = stored["iteration"].values
+        np.testing.assert_array_equal(pair["corr_fro_alpha"].values, stored["corr_fro_alpha"])
+    curve = tree["e2_local/summary"]["curve_corr_nuc_alpha_mean"].sel(param="KQ")
+    assert curve.dims == ("iteration",) and list(curve["iteration"].values) == list(iterations)
+    assert iterations[-1] > len(iterations)  # iterations, not checkpoint numbers
+    assert "checkpoint" in curve.coords  # the checkpoint's number is kept along it
+    assert "final" not in curve.attrs["long_name"]  # a curve, not a final value
+
+
+def test_the_summarys_checksum_is_checked_at_its_first_read(run, tmp_path):
+    """open_results defers the summary's own checksum (it reads every value) to the first
+    read of one of its variables: a damaged summary is still refused, by name, there."""
+    root = copy_of(run, tmp_path)
+    summary = root / "e2_local" / "summary.nc"
+    record = json.loads(record_of(summary).read_text())
+    with xr.open_dataset(summary) as ds:
+        changed = ds.load()
+    changed["count_status"].values[...] += 1
+    summary.unlink()
+    changed.to_netcdf(summary)
+    write_record(record_of(summary), "summary", "e2_local", [summary], record["inputs"])
+    tree = attnsvm.open_results(root)  # opens: the record matches the bytes
+    with pytest.raises(StoreError, match="do not match its own checksum"):
+        tree["e2_local/summary"]["count_status"].values
+    good = attnsvm.open_results(run)["e2_local/summary"]
+    assert int(good["count_status"].sum()) > 0  # checked once, then read
 
 
 def test_stores_are_lazy_until_a_value_is_used(run):
@@ -90,7 +129,7 @@ def test_summaries_the_notebook_already_opened_do_not_trip_netcdf(run):
     del dropped
     tree = attnsvm.open_results(run)
     for name, ds in zip(EXPERIMENTS, kept, strict=True):
-        xr.testing.assert_identical(tree[f"{name}/summary"].to_dataset().load(), ds.load())
+        xr.testing.assert_identical(tree[f"{name}/summary"].to_dataset().load(), by_iteration(ds.load()))
 
 
 def test_root_attributes_are_the_runs_provenance(run):
@@ -238,10 +277,11 @@ def test_a_changed_summary_or_ledger_is_refused_by_name(run, tmp_path):
     changed.to_netcdf(summary)  # another value, the old checksum attribute carried along
     with pytest.raises(StoreError, match="summary.nc"):  # caught by the digest record
         attnsvm.open_results(root)
-    # a record rewritten to match the new bytes: the summary's own checksum still catches it
+    # a record rewritten to match the new bytes: the summary's own checksum still catches it,
+    # at the first read of a variable
     write_record(record_of(summary), "summary", "e2_local", [summary], record["inputs"])
     with pytest.raises(StoreError, match="do not match its own checksum"):
-        attnsvm.open_results(root)
+        attnsvm.open_results(root)["e2_local/summary"][name].values
     # another experiment's summary under this name: foreign
     shutil.copy(root / "e3_rank" / "summary.nc", summary)
     shutil.copy(record_of(root / "e3_rank" / "summary.nc"), record_of(summary))

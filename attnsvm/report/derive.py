@@ -4,8 +4,8 @@
 experiment's sweep store is collected, it writes, in this order,
 
 - ``summary.nc`` (:func:`attnsvm.sweep.summary.write_summary`),
-- every figure of the experiment into its figures folder: PDF, PNG and caption
-  (:func:`attnsvm.report.draw.make_figure`),
+- every figure of the experiment into its figures folder: PDF, PNG, caption and its page in
+  the report, the PNG with the caption under it (:func:`attnsvm.report.draw.make_figure`),
 - ``status.html`` (:func:`attnsvm.report.status_table.write_status_table`),
 - ``claims.json`` and ``claims.csv`` (:func:`attnsvm.claims.ledger.write_ledger`),
 
@@ -63,6 +63,7 @@ def write_derived(
                 in_figures(figures_dir, "figure", figure=name, ext="pdf"),
                 in_figures(figures_dir, "figure", figure=name, ext="png"),
                 in_figures(figures_dir, "caption", figure=name),
+                in_figures(figures_dir, "figure", figure=name, ext="html"),
             )
     with stage(log, "status table"):
         write_status_table(summary, status_table)

@@ -10,4 +10,5 @@ write_run_info(
     snakemake.params.config,  # noqa: F821
     dict(zip(snakemake.params.experiments, snakemake.input.sweeps, strict=True)),  # noqa: F821
     snakemake.output.rst,  # noqa: F821
+    snakemake.params.configfiles,  # noqa: F821
 )
