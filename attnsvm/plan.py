@@ -459,6 +459,10 @@ class Plan:
             for name, exp in self.experiments.items()
         }
 
+    def claims_ledgers(self) -> dict[str, str]:
+        """``{experiment: its claims.json}``: what the end of a run counts verdicts from."""
+        return {name: self.paths.claims(name) for name in self.experiments}
+
     def figure_captions(self, exp: str) -> dict[str, str]:
         """``{figure: its caption file}`` of ``exp``, in the experiment's order: the figures
         its derive job draws (a change of the list reruns the job) and the files the report's

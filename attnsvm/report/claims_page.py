@@ -129,12 +129,13 @@ def claims_table_html(entries: list[dict], figures: FigurePaths) -> str:
             f"<td>{link}</td></tr>"
         )
     rows.append("</tbody></table>")
-    return "".join(rows)
+    return "\n".join(rows)
 
 
 def _raw(html_text: str) -> list[str]:
-    """An RST ``raw:: html`` directive holding ``html_text`` (one line)."""
-    return [".. raw:: html", "", "   " + html_text, ""]
+    """An RST ``raw:: html`` directive holding ``html_text`` (a line per line of it: docutils
+    refuses lines of more than 10,000 characters)."""
+    return [".. raw:: html", "", *("   " + line for line in html_text.splitlines()), ""]
 
 
 def claims_rst(ledgers: Mapping[str, str | os.PathLike], figures: FigurePaths) -> str:

@@ -11,6 +11,7 @@ import attnsvm
 from attnsvm.config.files import check_config_files, check_results_dir
 from attnsvm.config.errors import ConfigError
 from attnsvm.plan import Plan, lock_results, unlock_results
+from attnsvm.progress import print_last, start_status_lines, verdict_line
 from attnsvm.sweep.lock import ResultsInUseError
 
 try:
@@ -35,6 +36,9 @@ if workflow.is_main_process:
     # so that Snakemake recomputes them (docs/store.md, "Integrity")
     for warning in PLAN.repair(dry_run=dry_run):
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
+    # one `attnsvm status` line a minute (time left), while the jobs run
+    if not dry_run and workflow.configfiles:
+        start_status_lines(PLAN.results, workflow.configfiles[-1])
 
 
 wildcard_constraints:
@@ -100,9 +104,11 @@ def figure_labels(wildcards):
     return PLAN.figure_labels(wildcards.experiment, wildcards.figure)
 
 
-# The results lock (taken above, at parse time) is released at the end of the workflow.
+# The results lock (taken above, at parse time) is released at the end of the workflow; a
+# successful run ends on its verdicts: "N PASS, M FAIL, K INCONCLUSIVE; report: ...".
 onsuccess:
     unlock_results(PLAN)
+    print_last(verdict_line(PLAN.claims_ledgers(), PLAN.results))
 
 
 onerror:
