@@ -488,3 +488,41 @@ def test_the_library_needs_no_snakemake():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+# ----------------------------------------------------------------------------- CLI odds
+def test_an_unknown_option_gets_the_subcommands_did_you_mean():
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnsvm.cli", "run-cell", "--dd", "10"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "attnsvm run-cell: error: unrecognized arguments: --dd 10; did you mean --d?" in (
+        proc.stderr
+    )
+
+
+def test_check_config_states_totals_in_a_readable_unit_and_ends_ok():
+    from attnsvm.config.cost import format_cpu_time
+
+    assert [format_cpu_time(s) for s in (2.6, 245, 11_520)] == [
+        "2.6 CPU-s",
+        "4.1 CPU-min",
+        "3.2 CPU-h",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnsvm.cli", "check-config", "config/config.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert re.fullmatch(
+        r"total: \d+ experiments, [\d,]+ cells in [\d,]+ blocks, ~[\d.]+ CPU-(s|min|h) "
+        r"predicted; results in results/",
+        lines[-2],
+    ), lines[-2]
+    assert lines[-1] == "OK: config/config.yaml is a valid config"
+    assert "CPU-hours" not in proc.stdout

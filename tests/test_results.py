@@ -97,7 +97,7 @@ def test_the_summarys_checksum_is_checked_at_its_first_read(run, tmp_path):
     write_record(record_of(summary), "summary", "e2_local", [summary], record["inputs"])
     tree = attnsvm.open_results(root)  # opens: the record matches the bytes
     with pytest.raises(StoreError, match="do not match its own checksum"):
-        tree["e2_local/summary"]["count_status"].values
+        _ = tree["e2_local/summary"]["count_status"].values
     good = attnsvm.open_results(run)["e2_local/summary"]
     assert int(good["count_status"].sum()) > 0  # checked once, then read
 
@@ -129,7 +129,9 @@ def test_summaries_the_notebook_already_opened_do_not_trip_netcdf(run):
     del dropped
     tree = attnsvm.open_results(run)
     for name, ds in zip(EXPERIMENTS, kept, strict=True):
-        xr.testing.assert_identical(tree[f"{name}/summary"].to_dataset().load(), by_iteration(ds.load()))
+        xr.testing.assert_identical(
+            tree[f"{name}/summary"].to_dataset().load(), by_iteration(ds.load())
+        )
 
 
 def test_root_attributes_are_the_runs_provenance(run):
@@ -281,7 +283,7 @@ def test_a_changed_summary_or_ledger_is_refused_by_name(run, tmp_path):
     # at the first read of a variable
     write_record(record_of(summary), "summary", "e2_local", [summary], record["inputs"])
     with pytest.raises(StoreError, match="do not match its own checksum"):
-        attnsvm.open_results(root)["e2_local/summary"][name].values
+        _ = attnsvm.open_results(root)["e2_local/summary"][name].values
     # another experiment's summary under this name: foreign
     shutil.copy(root / "e3_rank" / "summary.nc", summary)
     shutil.copy(record_of(root / "e3_rank" / "summary.nc"), record_of(summary))
