@@ -30,7 +30,7 @@ REPORT_NAME = "report.html"
 
 def status_line(results: str | os.PathLike, configfile: str | os.PathLike) -> str:
     """``attnsvm: blocks done 12 of 26, running 2, missing 12; remaining ~3 min``."""
-    from attnsvm.status import _fmt_seconds, sweep_status
+    from attnsvm.status import _fmt_seconds, sweep_status  # planning: only once a line is due
 
     _, _, overall = sweep_status(results, configfile)
     if overall is None:
