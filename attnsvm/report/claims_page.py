@@ -170,7 +170,8 @@ td.PASS { background: #e3f4e6; color: #1d5c2b; font-weight: 600; }
 td.FAIL { background: #fde2e1; color: #9b1c1c; font-weight: 600; }
 td.INCONCLUSIVE { background: #fff4d6; color: #7a5a00; font-weight: 600; }
 table.attnsvm { table-layout: fixed; width: 100%; }
-table.attnsvm td, table.attnsvm th { overflow-wrap: anywhere; }
+table.attnsvm td { overflow-wrap: break-word; }
+table.attnsvm th { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 table.attnsvm td.text { text-align: left; }
 table.attnsvm details { text-align: left; }
 table.attnsvm summary { cursor: pointer; }
@@ -213,10 +214,10 @@ def claims_html(ledgers: Mapping[str, str | os.PathLike], figures: FigurePaths) 
     """Every claim with every line of its evidence, as one HTML page (module docstring)."""
     entries = _entries(ledgers)
     head = (
-        "verdict", "experiment / claim / line", "estimate", "interval", "confidence", "method",
+        "verdict", "experiment / claim / line", "estimate", "interval", "conf.", "method",
         "values", "cells", "left out",
     )  # fmt: skip
-    widths = (9, 31, 7, 11, 6, 12, 5, 5, 14)  # percent of the page; no sideways scrolling
+    widths = (12, 29, 8, 12, 6, 11, 5, 5, 12)  # percent of the page; no sideways scrolling
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>claims</title><style>{CLAIMS_CSS}</style></head><body>",
