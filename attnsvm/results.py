@@ -34,12 +34,17 @@ from attnsvm import provenance
 from attnsvm.sweep.derived import check_record, record_of
 from attnsvm.sweep.integrity import StoreError, verify_store
 from attnsvm.sweep.paths import LAYOUT, Paths
+from attnsvm.sweep.skeleton import SkeletonCache
 from attnsvm.sweep.summary import CHECKSUM_ATTR, data_checksum
 
 __all__ = ["Results", "ResultsError", "by_iteration", "open_results", "outline"]
 
 #: what an experiment node may hold: child name -> path name in :data:`LAYOUT`
 PARTS = {"sweep": "sweep", "summary": "summary"}
+#: in the results directory: the skeletons of its stores (:mod:`attnsvm.sweep.skeleton`), so
+#: that the next open decodes no store's metadata until one of its variables is read
+OPEN_CACHE = ".attnsvm-open-cache.json"
+OPEN_CACHE_FORMAT = "attnsvm-open-cache/1"
 
 
 class ResultsError(Exception):
@@ -99,7 +104,12 @@ def _claims(paths: Paths, exp: str) -> xr.Dataset | None:
         frame, source = _records_frame(json.loads(ledger.read_text())), ledger
     else:
         return None
-    ds = xr.Dataset.from_dataframe(frame.rename_axis("claim"))
+    # as Dataset.from_dataframe(frame.rename_axis("claim")) gives it (the ``claim`` column
+    # indexes, where there is one), column by column: from_dataframe merges each column in
+    # turn, 6x slower
+    columns = {c: ("claim", frame[c].to_numpy()) for c in frame.columns}
+    index = columns.pop("claim", ("claim", frame.index.to_numpy()))
+    ds = xr.Dataset(columns, coords={"claim": index})
     ds.attrs["source"] = str(source)
     if ledger.is_file():
         ds.attrs["claims_json"] = ledger.read_text()  # the whole ledger, nothing dropped
@@ -129,11 +139,19 @@ def by_iteration(ds: xr.Dataset) -> xr.Dataset:
     return ds
 
 
-def _open_sweep(path: Path, verify: bool, chunks: Any) -> xr.Dataset:
-    # names and sizes of every file against the manifest (or every SHA-256 with verify);
-    # zarr checks each chunk's CRC-32C whenever it is read
-    verify_store(path, full=verify)
-    return xr.open_zarr(path, chunks=chunks)
+def _open_sweep(path: Path, verify: bool, chunks: Any, cache: SkeletonCache) -> xr.Dataset:
+    """The sweep store, its files checked against its manifest first: names and sizes (every
+    SHA-256 with ``verify``); zarr checks each chunk's CRC-32C whenever it is read. With
+    ``chunks=None`` it is built from its skeleton where ``cache`` holds one for this store
+    (the file read at the first read of a variable)."""
+    digest = str(verify_store(path, full=verify).get("content_sha256", ""))
+    if chunks is not None:
+        return xr.open_zarr(path, chunks=chunks)
+
+    def digest_now() -> str:
+        return str(verify_store(path, full=False).get("content_sha256", ""))
+
+    return cache.open(path, digest, lambda: xr.open_zarr(path), digest_now, _kept)
 
 
 class _CheckedArray(xr.backends.BackendArray):
@@ -166,25 +184,11 @@ class _CheckedStore(xr.backends.NetCDF4DataStore):
         return xr.Variable(variable.dims, wrapped, variable.attrs, variable.encoding)
 
 
-def _open_summary(path: Path, experiment: str, chunks: Any) -> xr.Dataset:
-    """The summary, checked against its digest record, decoded lazily from an image of the
-    file in memory; its own checksum is checked when its first variable is read.
-
-    The file is read once and closed: no handle stays open (a rerun's derive job can replace
-    the file), and netCDF-C / HDF5 cannot trip over the same file opened and closed several
-    times in one process, which here ends in "NetCDF: HDF error" or a crash
-    (tests/test_results.py). A summary holds statistics per grid point: small next to its
-    sweep, which stays on disk.
-
-    The record check hashes the file's bytes (cheap: the file is in memory); the checksum
-    (:data:`~attnsvm.sweep.summary.CHECKSUM_ATTR`) decodes and hashes every value, which for
-    a whole run's summaries costs seconds, so it runs at the first read of any of the
-    summary's variables (not before its coordinates' values, which open reads), once: a
-    mismatch raises :class:`~attnsvm.sweep.integrity.StoreError` naming the file there.
-    """
+def _summary_image(path: Path, chunks: Any = None) -> xr.Dataset:
+    """The summary decoded lazily from an image of the file in memory; its own checksum is
+    checked when its first variable is read."""
     import netCDF4  # xarray's own netCDF backend library; only the summary needs it
 
-    check_record(record_of(path), "summary", experiment)
     image = netCDF4.Dataset(path.name, mode="r", memory=path.read_bytes())
     checked: list[bool] = []
 
@@ -198,6 +202,50 @@ def _open_summary(path: Path, experiment: str, chunks: Any) -> xr.Dataset:
         checked.append(True)
 
     return xr.open_dataset(_CheckedStore(image, check), chunks=chunks)
+
+
+def _kept(ds: xr.Dataset) -> Any:
+    """Which variables' values a skeleton keeps: those open reads at once (the indexes and
+    ``iteration``, :func:`by_iteration`)."""
+    return lambda name: name in ds.indexes or name == "iteration"
+
+
+def _open_summary(path: Path, experiment: str, chunks: Any, cache: SkeletonCache) -> xr.Dataset:
+    """The summary, checked against its digest record first. With ``chunks=None`` it is built
+    from its skeleton where ``cache`` holds one for this file (its SHA-256), and the file is
+    read at the first read of a variable (:meth:`SkeletonCache.open`).
+
+    The file is read once and closed: no handle stays open (a rerun's derive job can replace
+    the file), and netCDF-C / HDF5 cannot trip over the same file opened and closed several
+    times in one process, which here ends in "NetCDF: HDF error" or a crash
+    (tests/test_results.py). A summary holds statistics per grid point: small next to its
+    sweep, which stays on disk.
+
+    The record check hashes the file's bytes; the checksum
+    (:data:`~attnsvm.sweep.summary.CHECKSUM_ATTR`) decodes and hashes every value, which for
+    a whole run's summaries costs seconds, so it runs at the first read of any of the
+    summary's variables (not before its coordinates' values, which open reads), once: a
+    mismatch raises :class:`~attnsvm.sweep.integrity.StoreError` naming the file there.
+    """
+
+    def digest_now() -> str:
+        return check_record(record_of(path), "summary", experiment)["files"][path.name][1]
+
+    digest = digest_now()
+    if chunks is not None:
+        return _summary_image(path, chunks)
+    return cache.open(path, digest, lambda: _summary_image(path), digest_now, _kept)
+
+
+def _skeleton_cache(root: Path) -> SkeletonCache:
+    """The results directory's :data:`OPEN_CACHE`, for the versions of the decoding code."""
+    import netCDF4  # xarray's own netCDF backend library; only the summary needs it
+    import numpy
+    import zarr
+
+    versions = (provenance.ATTNSVM_VERSION, xr.__version__, numpy.__version__)
+    key = " ".join((OPEN_CACHE_FORMAT, *versions, netCDF4.__version__, zarr.__version__))
+    return SkeletonCache(root / OPEN_CACHE, key)
 
 
 def _run_provenance(sweeps: dict[str, xr.Dataset], results: Path) -> dict[str, Any]:
@@ -252,6 +300,12 @@ def open_results(
     are checked against their digest records (and the summary against the checksum it
     carries); a damaged, foreign or incomplete store or file raises
     :class:`attnsvm.sweep.integrity.StoreError` naming it.
+
+    Each store's skeleton (its variables' names, dimensions, types, attributes and
+    encodings: :mod:`attnsvm.sweep.skeleton`) is kept in ``<results>/`` :data:`OPEN_CACHE`
+    under the store's digest: the next open (``chunks=None``) builds the nodes from it and
+    decodes a store only at the first read of one of its variables, after the checks above
+    and a check that the store is still the one the skeleton describes.
     """
     root = Path(results)
     if not root.is_dir():
@@ -262,6 +316,7 @@ def open_results(
         raise ResultsError(f"{root}: no experiment (no sweep.zarr, summary.nc or blocks/)")
     nodes: dict[str, xr.Dataset] = {}
     sweeps: dict[str, xr.Dataset] = {}
+    cache = _skeleton_cache(root)
     for exp in names:
         attrs: dict[str, Any] = {"experiment": exp, "path": paths.experiment(exp)}
         absent = []
@@ -271,10 +326,10 @@ def open_results(
                 absent.append(path.name)
                 continue
             if child == "sweep":
-                ds = sweeps[exp] = _open_sweep(path, verify, chunks)
+                ds = sweeps[exp] = _open_sweep(path, verify, chunks, cache)
                 attrs.update({k: v for k, v in ds.attrs.items() if k != "blocks"})
             else:
-                ds = _open_summary(path, exp, chunks)
+                ds = _open_summary(path, exp, chunks, cache)
             nodes[f"/{exp}/{child}"] = by_iteration(ds)
         claims = _claims(paths, exp)
         if claims is not None:
@@ -282,6 +337,8 @@ def open_results(
         attrs["absent"] = absent
         nodes[f"/{exp}"] = xr.Dataset(attrs=attrs)
     nodes["/"] = xr.Dataset(attrs=_run_provenance(sweeps, root))
+    if chunks is None:
+        cache.save()
     return Results.from_dict(nodes)
 
 

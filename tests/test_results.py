@@ -289,3 +289,92 @@ def test_a_changed_summary_or_ledger_is_refused_by_name(run, tmp_path):
     shutil.copy(record_of(root / "e3_rank" / "summary.nc"), record_of(summary))
     with pytest.raises(StoreError, match="e3_rank"):
         attnsvm.open_results(root)
+
+
+def test_a_second_open_decodes_no_store_until_a_value_is_read(run, tmp_path, monkeypatch):
+    """open_results keeps each store's skeleton (attnsvm.sweep.skeleton) in the results
+    directory: the next open builds the nodes from it and opens a store at the first read of
+    one of its variables; what it gives is what the stores hold."""
+    import attnsvm.results as results
+
+    root = copy_of(run, tmp_path)
+    (root / results.OPEN_CACHE).unlink(missing_ok=True)
+    first = attnsvm.open_results(root)
+    assert (root / results.OPEN_CACHE).is_file()
+    opened: list[str] = []
+    open_zarr, summary_image = xr.open_zarr, results._summary_image
+    monkeypatch.setattr(xr, "open_zarr", lambda p, **kw: opened.append(str(p)) or open_zarr(p))
+    monkeypatch.setattr(
+        results, "_summary_image", lambda p, *a: opened.append(str(p)) or summary_image(p, *a)
+    )
+    tree = attnsvm.open_results(root)
+    assert opened == []  # nothing decoded
+    assert outline(tree) == outline(first)
+    _ = tree["e2_local/summary"]["count_status"].values
+    assert opened == [str(root / "e2_local" / "summary.nc")]  # the store read, once
+    _ = tree["e2_local/summary"]["corr_fro_alpha_mean"].values
+    assert len(opened) == 1
+    for name in EXPERIMENTS:
+        for part in ("sweep", "summary"):
+            xr.testing.assert_identical(
+                tree[f"{name}/{part}"].to_dataset().load(), first[f"{name}/{part}"].to_dataset()
+            )
+
+
+def test_a_store_replaced_or_a_wrong_skeleton_is_refused_at_the_first_read(run, tmp_path):
+    """A store replaced between the open and the first read, or a cache whose skeleton does
+    not describe the store: one StoreError naming the file, never the other data."""
+    import attnsvm.results as results
+
+    root = copy_of(run, tmp_path)
+    attnsvm.open_results(root)  # the cache holds every store
+    tree = attnsvm.open_results(root)  # built from it
+    summary = root / "e2_local" / "summary.nc"
+    record = json.loads(record_of(summary).read_text())
+    with xr.open_dataset(summary) as ds:
+        changed = ds.load()
+    changed["count_status"].values[...] += 1
+    summary.unlink()
+    changed.to_netcdf(summary)
+    write_record(record_of(summary), "summary", "e2_local", [summary], record["inputs"])
+    with pytest.raises(StoreError, match="e2_local/summary.nc: replaced since it was opened"):
+        _ = tree["e2_local/summary"]["count_status"].values
+    cache_path = root / results.OPEN_CACHE
+    cache = json.loads(cache_path.read_text())
+    entry = cache["entries"]["e3_rank/sweep.zarr"]["skeleton"]
+    entry["attrs"]["description"] = "another run"  # the sweep's skeleton, wrong
+    cache_path.write_text(json.dumps(cache))
+    tree = attnsvm.open_results(root)
+    assert tree["e3_rank"].attrs["description"] == "another run"  # until the first read:
+    with pytest.raises(StoreError, match="open-cache.json: does not describe e3_rank/sweep"):
+        _ = tree["e3_rank/sweep"]["status"].values
+    entry["variables"]["status"]["shape"][0] += 1  # a skeleton that builds no dataset
+    cache_path.write_text(json.dumps(cache))
+    tree = attnsvm.open_results(root)  # is not used
+    with xr.open_zarr(root / "e3_rank" / "sweep.zarr") as want:
+        assert tree["e3_rank"].attrs["description"] == want.attrs["description"]
+    (root / results.OPEN_CACHE).write_text("{not json")  # unreadable: rebuilt
+    tree = attnsvm.open_results(root)
+    assert int(tree["e3_rank/sweep"]["status"].size) > 0
+    assert json.loads(cache_path.read_text())["entries"].keys() >= {"e3_rank/sweep.zarr"}
+
+
+def test_a_skeleton_carries_metadata_exactly_or_not_at_all():
+    """Attributes and encodings round-trip with their types (numpy scalars and arrays,
+    NaN, tuples, zarr codecs); a dataset with an attribute JSON cannot carry has none."""
+    from attnsvm.sweep.skeleton import from_skeleton, skeleton
+
+    ds = xr.Dataset(
+        {"x": (("p", "k"), np.arange(6.0).reshape(2, 3), {"scale": np.float32(0.5)})},
+        coords={"p": ["W", "KQ"], "k": np.array([1, 10, 100]), "note": ("p", ["a", "b"])},
+        attrs={"fill": np.nan, "sizes": np.array([1, 2]), "n": np.int64(3), "tags": ["a"]},
+    )
+    ds["x"].encoding = {"chunks": (1, 3), "preferred_chunks": {"p": 1}, "_FillValue": np.nan}
+    skel = skeleton(ds, lambda name: name in ds.indexes)
+    assert skel is not None and "values" not in skel["variables"]["x"]
+    built = from_skeleton(json.loads(json.dumps(skel)), lambda: ds)
+    xr.testing.assert_identical(built, ds)
+    assert type(built.attrs["n"]) is np.int64 and type(built["x"].attrs["scale"]) is np.float32
+    assert built["x"].encoding["chunks"] == (1, 3) and np.isnan(built["x"].encoding["_FillValue"])
+    ds.attrs["when"] = pd.Timestamp("2026-01-01")
+    assert skeleton(ds, lambda name: name in ds.indexes) is None
