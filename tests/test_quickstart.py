@@ -477,6 +477,26 @@ def test_each_shipped_config_writes_into_its_own_results_directory():
         assert f"`config/{name}` into `{rel}/`" in readme, name
 
 
+def test_the_rules_conda_env_is_generated_from_pyproject():
+    """workflow/envs/attnsvm.yaml holds every dependency of pyproject.toml (under its
+    conda-forge name, same bounds) and is current (attnsvm generate)."""
+    import tomllib
+
+    from attnsvm import generate
+
+    env = yaml.safe_load((REPO / "workflow/envs/attnsvm.yaml").read_text())
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    want = {
+        generate.CONDA_NAMES.get(name, name.lower()) + spec
+        for name, spec in (
+            re.match(r"([\w.-]+)(.*)", d.replace(" ", "")).groups() for d in project["dependencies"]
+        )
+    }
+    conda = {d for d in env["dependencies"] if isinstance(d, str)}
+    assert conda == want | {"python" + project["requires-python"], "pip"}
+    assert "workflow/envs/attnsvm.yaml" not in generate.stale()
+
+
 def test_the_library_needs_no_snakemake():
     """``attnsvm`` and ``run_cells`` import without Snakemake (the ``workflow`` extra)."""
     code = (
