@@ -472,9 +472,12 @@ def test_each_shipped_config_writes_into_its_own_results_directory():
     }
     assert len(set(dirs.values())) == len(dirs), dirs
     readme = " ".join((REPO / "README.md").read_text().split())
+    table = (REPO / "config/README.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| `results` | `results`"))
     for name, path in dirs.items():
         rel = path.relative_to(REPO)
         assert f"`config/{name}` into `{rel}/`" in readme, name
+        assert f"`{rel}` ({name})" in row, name
 
 
 def test_the_rules_conda_env_is_generated_from_pyproject():
