@@ -1,8 +1,8 @@
 """A whole run as one xarray.DataTree: attnsvm.open_results and ``attnsvm open``.
 
 The run is two experiments of the .test config (the default sweep shrunk) through the real
-pipeline (block stores, collect, summary, run info) without Snakemake; the slow end-to-end
-test of tests/test_workflow.py opens the default sweep itself.
+pipeline (block stores, collect, summary, run info) without Snakemake; tests/test_quickstart.py
+opens the Quickstart's run itself.
 """
 
 from __future__ import annotations
@@ -38,6 +38,18 @@ def run(tmp_path_factory):
 
 def copy_of(run, tmp_path):
     return shutil.copytree(run, tmp_path / "results")
+
+
+def rewrite_summary(summary: Path) -> None:
+    """e2_local's summary with other counts, under a digest record that matches its new
+    bytes (its own checksum, carried along, no longer does)."""
+    record = json.loads(record_of(summary).read_text())
+    with xr.open_dataset(summary) as ds:
+        changed = ds.load()
+    changed["count_status"].values[...] += 1
+    summary.unlink()
+    changed.to_netcdf(summary)
+    write_record(record_of(summary), "summary", "e2_local", [summary], record["inputs"])
 
 
 def test_one_node_per_experiment_with_its_sweep_and_summary(run):
@@ -87,14 +99,7 @@ def test_the_summarys_checksum_is_checked_at_its_first_read(run, tmp_path):
     """open_results defers the summary's own checksum (it reads every value) to the first
     read of one of its variables: a damaged summary is still refused, by name, there."""
     root = copy_of(run, tmp_path)
-    summary = root / "e2_local" / "summary.nc"
-    record = json.loads(record_of(summary).read_text())
-    with xr.open_dataset(summary) as ds:
-        changed = ds.load()
-    changed["count_status"].values[...] += 1
-    summary.unlink()
-    changed.to_netcdf(summary)
-    write_record(record_of(summary), "summary", "e2_local", [summary], record["inputs"])
+    rewrite_summary(root / "e2_local" / "summary.nc")
     tree = attnsvm.open_results(root)  # opens: the record matches the bytes
     with pytest.raises(StoreError, match="do not match its own checksum"):
         _ = tree["e2_local/summary"]["count_status"].values
@@ -329,14 +334,7 @@ def test_a_store_replaced_or_a_wrong_skeleton_is_refused_at_the_first_read(run, 
     root = copy_of(run, tmp_path)
     attnsvm.open_results(root)  # the cache holds every store
     tree = attnsvm.open_results(root)  # built from it
-    summary = root / "e2_local" / "summary.nc"
-    record = json.loads(record_of(summary).read_text())
-    with xr.open_dataset(summary) as ds:
-        changed = ds.load()
-    changed["count_status"].values[...] += 1
-    summary.unlink()
-    changed.to_netcdf(summary)
-    write_record(record_of(summary), "summary", "e2_local", [summary], record["inputs"])
+    rewrite_summary(root / "e2_local" / "summary.nc")
     with pytest.raises(StoreError, match="e2_local/summary.nc: replaced since it was opened"):
         _ = tree["e2_local/summary"]["count_status"].values
     cache_path = root / results.OPEN_CACHE
