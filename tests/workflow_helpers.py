@@ -137,8 +137,14 @@ def write_config(path: Path, config: dict) -> Path:
     return path
 
 
+#: Snakemake's job headers (``rule block:`` ... ``jobid: N``), which :func:`executed_jobs`
+#: counts: the profiles' quiet console (``quiet: [rules, host]``) hides them, so a test's run
+#: is quiet about the host only (tests/test_quickstart.py checks the user's quiet console)
+JOB_HEADERS = "--quiet=host"
+
+
 def snakemake_command(*args: str) -> list[str]:
-    """The snakemake command line with the default profile on 2 cores."""
+    """The snakemake command line with the default profile on 2 cores, showing job headers."""
     return [
         sys.executable,
         "-m",
@@ -147,6 +153,7 @@ def snakemake_command(*args: str) -> list[str]:
         "workflow/profiles/default",
         "--cores",
         "2",
+        JOB_HEADERS,
         *args,
     ]
 
