@@ -35,16 +35,12 @@ from attnsvm.sweep.derived import check_record, record_of
 from attnsvm.sweep.integrity import StoreError, verify_store
 from attnsvm.sweep.paths import LAYOUT, Paths
 from attnsvm.sweep.skeleton import SkeletonCache
-from attnsvm.sweep.summary import CHECKSUM_ATTR, data_checksum
+from attnsvm.sweep.summary import open_summary_image
 
 __all__ = ["Results", "ResultsError", "by_iteration", "open_results", "outline"]
 
 #: what an experiment node may hold: child name -> path name in :data:`LAYOUT`
 PARTS = {"sweep": "sweep", "summary": "summary"}
-#: in the results directory: the skeletons of its stores (:mod:`attnsvm.sweep.skeleton`), so
-#: that the next open decodes no store's metadata until one of its variables is read
-OPEN_CACHE = ".attnsvm-open-cache.json"
-OPEN_CACHE_FORMAT = "attnsvm-open-cache/1"
 
 
 class ResultsError(Exception):
@@ -151,63 +147,7 @@ def _open_sweep(path: Path, verify: bool, chunks: Any, cache: SkeletonCache) -> 
     def digest_now() -> str:
         return str(verify_store(path, full=False).get("content_sha256", ""))
 
-    return cache.open(path, digest, lambda: xr.open_zarr(path), digest_now, _kept)
-
-
-class _CheckedArray(xr.backends.BackendArray):
-    """A summary variable whose first read runs the summary's deferred check first."""
-
-    def __init__(self, inner: Any, check: Any):
-        self.inner, self.check = inner, check
-        self.shape, self.dtype = inner.shape, inner.dtype
-
-    def __getitem__(self, key: Any) -> Any:
-        self.check()
-        return self.inner[key]
-
-
-class _CheckedStore(xr.backends.NetCDF4DataStore):
-    """The summary's store: every variable but the dimension coordinates and ``iteration``
-    (read at once for the indexes, :func:`by_iteration`) runs ``check`` before its first
-    read."""
-
-    def __init__(self, image: Any, check: Any):
-        super().__init__(image)
-        self._check = check
-
-    def open_store_variable(self, name: str, var: Any) -> xr.Variable:
-        variable = super().open_store_variable(name, var)
-        if name in var.dimensions or name == "iteration":
-            return variable
-        data = variable._data
-        wrapped = xr.core.indexing.LazilyIndexedArray(_CheckedArray(data.array, self._check))
-        return xr.Variable(variable.dims, wrapped, variable.attrs, variable.encoding)
-
-
-def _summary_image(path: Path, chunks: Any = None) -> xr.Dataset:
-    """The summary decoded lazily from an image of the file in memory; its own checksum is
-    checked when its first variable is read."""
-    import netCDF4  # xarray's own netCDF backend library; only the summary needs it
-
-    image = netCDF4.Dataset(path.name, mode="r", memory=path.read_bytes())
-    checked: list[bool] = []
-
-    def check() -> None:
-        if checked:
-            return
-        # every value once, through an uncached view of the same image
-        view = xr.open_dataset(xr.backends.NetCDF4DataStore(image), cache=False)
-        if data_checksum(view) != view.attrs.get(CHECKSUM_ATTR):
-            raise StoreError(path, f"its data do not match its own checksum ({CHECKSUM_ATTR})")
-        checked.append(True)
-
-    return xr.open_dataset(_CheckedStore(image, check), chunks=chunks)
-
-
-def _kept(ds: xr.Dataset) -> Any:
-    """Which variables' values a skeleton keeps: those open reads at once (the indexes and
-    ``iteration``, :func:`by_iteration`)."""
-    return lambda name: name in ds.indexes or name == "iteration"
+    return cache.open(path, digest, digest_now)
 
 
 def _open_summary(path: Path, experiment: str, chunks: Any, cache: SkeletonCache) -> xr.Dataset:
@@ -215,10 +155,9 @@ def _open_summary(path: Path, experiment: str, chunks: Any, cache: SkeletonCache
     from its skeleton where ``cache`` holds one for this file (its SHA-256), and the file is
     read at the first read of a variable (:meth:`SkeletonCache.open`).
 
-    The file is read once and closed: no handle stays open (a rerun's derive job can replace
-    the file), and netCDF-C / HDF5 cannot trip over the same file opened and closed several
-    times in one process, which here ends in "NetCDF: HDF error" or a crash
-    (tests/test_results.py). A summary holds statistics per grid point: small next to its
+    The file is read once into memory and closed
+    (:func:`attnsvm.sweep.summary.open_summary_image`; "NetCDF: HDF error" otherwise,
+    tests/test_results.py). A summary holds statistics per grid point: small next to its
     sweep, which stays on disk.
 
     The record check hashes the file's bytes; the checksum
@@ -233,19 +172,8 @@ def _open_summary(path: Path, experiment: str, chunks: Any, cache: SkeletonCache
 
     digest = digest_now()
     if chunks is not None:
-        return _summary_image(path, chunks)
-    return cache.open(path, digest, lambda: _summary_image(path), digest_now, _kept)
-
-
-def _skeleton_cache(root: Path) -> SkeletonCache:
-    """The results directory's :data:`OPEN_CACHE`, for the versions of the decoding code."""
-    import netCDF4  # xarray's own netCDF backend library; only the summary needs it
-    import numpy
-    import zarr
-
-    versions = (provenance.ATTNSVM_VERSION, xr.__version__, numpy.__version__)
-    key = " ".join((OPEN_CACHE_FORMAT, *versions, netCDF4.__version__, zarr.__version__))
-    return SkeletonCache(root / OPEN_CACHE, key)
+        return open_summary_image(path, chunks)
+    return cache.open(path, digest, digest_now)
 
 
 def _run_provenance(sweeps: dict[str, xr.Dataset], results: Path) -> dict[str, Any]:
@@ -302,10 +230,11 @@ def open_results(
     :class:`attnsvm.sweep.integrity.StoreError` naming it.
 
     Each store's skeleton (its variables' names, dimensions, types, attributes and
-    encodings: :mod:`attnsvm.sweep.skeleton`) is kept in ``<results>/`` :data:`OPEN_CACHE`
-    under the store's digest: the next open (``chunks=None``) builds the nodes from it and
-    decodes a store only at the first read of one of its variables, after the checks above
-    and a check that the store is still the one the skeleton describes.
+    encodings: :mod:`attnsvm.sweep.skeleton`) is kept in its experiment's directory (the
+    derive job writes it; an open writes what is missing) under the store's digest: an open
+    (``chunks=None``) builds the nodes from it and decodes a store only at the first read of
+    one of its variables, after the checks above and a check that the store is still the one
+    the skeleton describes.
     """
     root = Path(results)
     if not root.is_dir():
@@ -316,9 +245,9 @@ def open_results(
         raise ResultsError(f"{root}: no experiment (no sweep.zarr, summary.nc or blocks/)")
     nodes: dict[str, xr.Dataset] = {}
     sweeps: dict[str, xr.Dataset] = {}
-    cache = _skeleton_cache(root)
     for exp in names:
         attrs: dict[str, Any] = {"experiment": exp, "path": paths.experiment(exp)}
+        cache = SkeletonCache(paths.experiment(exp))
         absent = []
         for child, layout_name in PARTS.items():
             path = Path(paths.get(layout_name, experiment=exp))
@@ -336,9 +265,9 @@ def open_results(
             nodes[f"/{exp}/claims"] = claims
         attrs["absent"] = absent
         nodes[f"/{exp}"] = xr.Dataset(attrs=attrs)
+        if chunks is None:
+            cache.save()
     nodes["/"] = xr.Dataset(attrs=_run_provenance(sweeps, root))
-    if chunks is None:
-        cache.save()
     return Results.from_dict(nodes)
 
 

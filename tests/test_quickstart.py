@@ -30,7 +30,7 @@ import pytest
 import xarray as xr
 import yaml
 
-from tests.workflow_helpers import REPO, load_test_config, scratch_workflow
+from tests.workflow_helpers import REPO, load_test_config, opened_stores, scratch_workflow
 
 pytestmark = pytest.mark.slow
 
@@ -119,14 +119,18 @@ def test_the_run_writes_every_output_and_the_report_states_it(quickstart):
         assert fmt(summary["corr_fro_alpha_mean"].sel(param="W")) in report
 
 
-def test_the_run_opens_as_one_object(quickstart):
+def test_the_run_opens_as_one_object(quickstart, monkeypatch):
+    """The whole run as one object, built from the skeletons its derive jobs kept: no store
+    is decoded until a variable is read (tests/test_results.py checks the skeletons)."""
     wd, config, _, _ = quickstart
     import attnsvm
     from attnsvm.plan import parse_config
     from attnsvm.results import by_iteration
 
     exps = parse_config(config)
+    opened = opened_stores(monkeypatch)
     tree = attnsvm.open_results(wd / "results")
+    assert opened == []
     assert sorted(tree.children) == sorted(exps)
     assert tree.attrs["blocks"] == sum(exp.n_blocks for exp in exps.values())
     assert tree.attrs["attnsvm_versions"] == [attnsvm.__version__]

@@ -25,7 +25,7 @@ from attnsvm.results import ResultsError, by_iteration, outline
 from attnsvm.sweep.derived import record_of, write_record
 from attnsvm.sweep.integrity import StoreError
 from attnsvm.sweep.paths import Paths
-from tests.workflow_helpers import tiny_results
+from tests.workflow_helpers import opened_stores, tiny_results
 
 EXPERIMENTS = ("e2_local", "e3_rank")
 
@@ -297,21 +297,17 @@ def test_a_changed_summary_or_ledger_is_refused_by_name(run, tmp_path):
 
 
 def test_a_second_open_decodes_no_store_until_a_value_is_read(run, tmp_path, monkeypatch):
-    """open_results keeps each store's skeleton (attnsvm.sweep.skeleton) in the results
-    directory: the next open builds the nodes from it and opens a store at the first read of
-    one of its variables; what it gives is what the stores hold."""
-    import attnsvm.results as results
+    """open_results keeps each store's skeleton (attnsvm.sweep.skeleton) in its experiment's
+    directory: the next open builds the nodes from it and decodes a store at the first read
+    of one of its variables; what it gives is what the stores hold."""
+    from attnsvm.sweep.skeleton import CACHE_NAME
 
     root = copy_of(run, tmp_path)
-    (root / results.OPEN_CACHE).unlink(missing_ok=True)
+    for cache in root.glob(f"*/{CACHE_NAME}"):
+        cache.unlink()
     first = attnsvm.open_results(root)
-    assert (root / results.OPEN_CACHE).is_file()
-    opened: list[str] = []
-    open_zarr, summary_image = xr.open_zarr, results._summary_image
-    monkeypatch.setattr(xr, "open_zarr", lambda p, **kw: opened.append(str(p)) or open_zarr(p))
-    monkeypatch.setattr(
-        results, "_summary_image", lambda p, *a: opened.append(str(p)) or summary_image(p, *a)
-    )
+    assert all((root / name / CACHE_NAME).is_file() for name in EXPERIMENTS)
+    opened = opened_stores(monkeypatch)
     tree = attnsvm.open_results(root)
     assert opened == []  # nothing decoded
     assert outline(tree) == outline(first)
@@ -329,7 +325,7 @@ def test_a_second_open_decodes_no_store_until_a_value_is_read(run, tmp_path, mon
 def test_a_store_replaced_or_a_wrong_skeleton_is_refused_at_the_first_read(run, tmp_path):
     """A store replaced between the open and the first read, or a cache whose skeleton does
     not describe the store: one StoreError naming the file, never the other data."""
-    import attnsvm.results as results
+    from attnsvm.sweep.skeleton import CACHE_NAME
 
     root = copy_of(run, tmp_path)
     attnsvm.open_results(root)  # the cache holds every store
@@ -337,24 +333,24 @@ def test_a_store_replaced_or_a_wrong_skeleton_is_refused_at_the_first_read(run, 
     rewrite_summary(root / "e2_local" / "summary.nc")
     with pytest.raises(StoreError, match="e2_local/summary.nc: replaced since it was opened"):
         _ = tree["e2_local/summary"]["count_status"].values
-    cache_path = root / results.OPEN_CACHE
+    cache_path = root / "e3_rank" / CACHE_NAME
     cache = json.loads(cache_path.read_text())
-    entry = cache["entries"]["e3_rank/sweep.zarr"]["skeleton"]
+    entry = cache["entries"]["sweep.zarr"]["skeleton"]
     entry["attrs"]["description"] = "another run"  # the sweep's skeleton, wrong
     cache_path.write_text(json.dumps(cache))
     tree = attnsvm.open_results(root)
     assert tree["e3_rank"].attrs["description"] == "another run"  # until the first read:
-    with pytest.raises(StoreError, match="open-cache.json: does not describe e3_rank/sweep"):
+    with pytest.raises(StoreError, match="open-cache.json: does not describe .*e3_rank/sweep"):
         _ = tree["e3_rank/sweep"]["status"].values
     entry["variables"]["status"]["shape"][0] += 1  # a skeleton that builds no dataset
     cache_path.write_text(json.dumps(cache))
     tree = attnsvm.open_results(root)  # is not used
     with xr.open_zarr(root / "e3_rank" / "sweep.zarr") as want:
         assert tree["e3_rank"].attrs["description"] == want.attrs["description"]
-    (root / results.OPEN_CACHE).write_text("{not json")  # unreadable: rebuilt
+    cache_path.write_text("{not json")  # unreadable: rebuilt
     tree = attnsvm.open_results(root)
     assert int(tree["e3_rank/sweep"]["status"].size) > 0
-    assert json.loads(cache_path.read_text())["entries"].keys() >= {"e3_rank/sweep.zarr"}
+    assert json.loads(cache_path.read_text())["entries"].keys() == {"sweep.zarr", "summary.nc"}
 
 
 def test_a_skeleton_carries_metadata_exactly_or_not_at_all():

@@ -220,3 +220,14 @@ def tiny_results(root: Path, *experiments: str) -> Path:
         write_summary(paths.sweep(name), paths.summary(name))
     write_run_info(config, {name: paths.sweep(name) for name in experiments}, paths.run_info())
     return root
+
+
+def opened_stores(monkeypatch) -> list[str]:
+    """The sweep stores and summaries decoded from now on (attnsvm.open_results decodes each
+    through attnsvm.sweep.skeleton.open_store), in order."""
+    from attnsvm.sweep import skeleton
+
+    opened: list[str] = []
+    open_store = skeleton.open_store
+    monkeypatch.setattr(skeleton, "open_store", lambda p: opened.append(str(p)) or open_store(p))
+    return opened

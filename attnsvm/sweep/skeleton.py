@@ -29,9 +29,12 @@ import xarray as xr
 from xarray.core import indexing
 
 from attnsvm.atomic import write_text_atomic
-from attnsvm.sweep.integrity import StoreError
+from attnsvm.provenance import ATTNSVM_VERSION
+from attnsvm.sweep.derived import sweep_digest
+from attnsvm.sweep.integrity import StoreError, file_sha256
+from attnsvm.sweep.summary import open_summary_image
 
-__all__ = ["SkeletonCache", "from_skeleton", "skeleton"]
+__all__ = ["SkeletonCache", "from_skeleton", "keep_skeletons", "open_store", "skeleton"]
 
 #: coordinates up to this many values are kept in the skeleton (they index the dataset)
 MAX_VALUES = 100_000
@@ -233,45 +236,71 @@ def _decode_mapping(values: dict[str, Any]) -> dict[str, Any]:
     return {k: _decode(v) for k, v in values.items()}
 
 
-class SkeletonCache:
-    """Skeletons of the stores of a results directory, kept in one JSON file between opens.
+#: in an experiment's directory: the skeletons of its sweep and summary
+CACHE_NAME = ".attnsvm-open-cache.json"
+CACHE_FORMAT = "attnsvm-open-cache/2"
 
-    Each entry is filed under the store's path (``e2_local/sweep.zarr``) with the digest of
-    the store it describes (a summary's SHA-256, a sweep's ``content_sha256``), under a
-    ``key`` naming the versions of the decoding code: an entry is used only for the same
-    store read by the same code. The cache only saves work: a missing, unreadable or foreign
-    file is rebuilt, and a directory that cannot be written simply gets no cache.
+
+def kept(ds: xr.Dataset) -> Callable[[str], bool]:
+    """Which variables' values a skeleton keeps: those an open reads at once (the indexes and
+    ``iteration``, which :func:`attnsvm.results.by_iteration` indexes by)."""
+    return lambda name: name in ds.indexes or name == "iteration"
+
+
+def open_store(path: str | os.PathLike) -> xr.Dataset:
+    """A sweep store or summary as :func:`attnsvm.open_results` opens it, and so as its
+    skeleton describes it: lazily, chunked as stored (``xr.open_zarr``), a summary from an
+    image in memory with its checksum deferred
+    (:func:`attnsvm.sweep.summary.open_summary_image`)."""
+    path = Path(path)
+    return xr.open_zarr(path) if path.suffix == ".zarr" else open_summary_image(path)
+
+
+def cache_key() -> str:
+    """What a skeleton depends on besides its store: the versions of the decoding code."""
+    import netCDF4  # xarray's own netCDF backend library; only the summary needs it
+    import zarr
+
+    versions = (ATTNSVM_VERSION, xr.__version__, np.__version__, netCDF4.__version__)
+    return " ".join((CACHE_FORMAT, *versions, zarr.__version__))
+
+
+class SkeletonCache:
+    """The skeletons of an experiment's stores (``sweep.zarr``, ``summary.nc``), kept in its
+    directory (:data:`CACHE_NAME`) between opens.
+
+    The derive job writes them (:func:`keep_skeletons`); an open writes what is missing. Each
+    entry is filed under the store's name with the digest of the store it describes (a
+    summary's SHA-256, a sweep's ``content_sha256``), under a key naming the versions of the
+    decoding code (:func:`cache_key`): an entry is used only for the same store read by the
+    same code. The cache only saves work: a missing, unreadable or foreign file is rebuilt,
+    and a directory that cannot be written simply gets no cache.
     """
 
-    def __init__(self, path: str | os.PathLike, key: str):
-        self.path, self.key = Path(path), key
+    def __init__(self, directory: str | os.PathLike):
+        self.path, self.key = Path(directory) / CACHE_NAME, cache_key()
         self.old: dict[str, Any] = {}
         self.new: dict[str, Any] = {}
         try:
             cache = json.loads(self.path.read_text())
         except (OSError, ValueError):
             return
-        if isinstance(cache, dict) and cache.get("key") == key:
+        if isinstance(cache, dict) and cache.get("key") == self.key:
             entries = cache.get("entries")
             self.old = entries if isinstance(entries, dict) else {}
 
     def open(
-        self,
-        store: str | os.PathLike,
-        digest: str,
-        open_now: Callable[[], xr.Dataset],
-        digest_now: Callable[[], str],
-        keep: Callable[[xr.Dataset], Callable[[str], bool]],
+        self, store: str | os.PathLike, digest: str, digest_now: Callable[[], str]
     ) -> xr.Dataset:
-        """The store at ``store`` whose digest is ``digest``: built from its skeleton when the
-        cache holds one for that digest, else ``open_now()`` (and its skeleton kept, the
-        values of the variables ``keep(ds)`` names with it).
+        """The store at ``store`` (in this directory) whose digest is ``digest``: built from
+        its skeleton when the cache holds one for that digest, else opened
+        (:func:`open_store`) and its skeleton kept.
 
-        A store built from its skeleton is opened with ``open_now()`` at the first read of a
-        variable, once ``digest_now()`` still gives ``digest`` (else :class:`StoreError`: the
-        store was replaced since) and its skeleton is the one cached (else
-        :class:`StoreError` naming the cache)."""
-        name = os.path.relpath(store, self.path.parent)
+        A store built from its skeleton is opened at the first read of a variable, once
+        ``digest_now()`` still gives ``digest`` (else :class:`StoreError`: the store was
+        replaced since) and its skeleton is the one cached (else :class:`StoreError` naming
+        the cache)."""
+        name = Path(store).name
         entry = self.old.get(name)
         built = None
         if isinstance(entry, dict) and entry.get("digest") == digest:
@@ -281,9 +310,9 @@ class SkeletonCache:
                 if not opened:
                     if digest_now() != digest:
                         raise StoreError(store, "replaced since it was opened", "stale")
-                    ds = open_now()
-                    if json.dumps(skeleton(ds, keep(ds))) != json.dumps(entry["skeleton"]):
-                        raise StoreError(self.path, f"does not describe {name}: remove it")
+                    ds = open_store(store)
+                    if json.dumps(skeleton(ds, kept(ds))) != json.dumps(entry["skeleton"]):
+                        raise StoreError(self.path, f"does not describe {store}: remove it")
                     opened.append(ds)
                 return opened[0]
 
@@ -294,10 +323,15 @@ class SkeletonCache:
         if built is not None:
             self.new[name] = entry
             return built
-        ds = open_now()
-        skel = skeleton(ds, keep(ds))
+        return self.keep(store, digest)
+
+    def keep(self, store: str | os.PathLike, digest: str) -> xr.Dataset:
+        """Open the store at ``store`` (:func:`open_store`) and keep its skeleton under
+        ``digest``; returns it."""
+        ds = open_store(store)
+        skel = skeleton(ds, kept(ds))
         if skel is not None:
-            self.new[name] = {"digest": digest, "skeleton": skel}
+            self.new[Path(store).name] = {"digest": digest, "skeleton": skel}
         return ds
 
     def save(self) -> None:
@@ -309,3 +343,12 @@ class SkeletonCache:
             write_text_atomic(self.path, text)
         except OSError:
             pass
+
+
+def keep_skeletons(sweep: str | os.PathLike, summary: str | os.PathLike) -> None:
+    """Keep the skeletons of an experiment's sweep store and summary (both just written, in
+    one directory) for :func:`attnsvm.open_results` (the derive job, after the summary)."""
+    cache = SkeletonCache(Path(summary).parent)
+    cache.keep(sweep, sweep_digest(sweep))
+    cache.keep(summary, file_sha256(summary))
+    cache.save()
