@@ -1,4 +1,4 @@
-"""How long ``attnsvm.open_results`` takes on a finished run: the first open and the next.
+"""How long ``attnsvm.open_results`` takes on a finished run, with and without the skeletons.
 
 Usage: python bench/bench_open.py [RESULTS] [--repeats 3]
 
@@ -6,10 +6,11 @@ Copies RESULTS (default: results/, a finished default sweep) to a temporary dire
 that nothing is written into it, and times, each in a fresh process after its imports (median
 of ``--repeats``, wall and CPU seconds):
 
-- the first open: no skeleton cache (``results/.attnsvm-open-cache.json`` removed), every
-  store's metadata decoded, the cache written;
-- the next open: the nodes built from the cache, no store decoded;
-- the next open and a first read of one summary variable (the summary is decoded there).
+- an open without the stores' skeletons (each experiment's ``.attnsvm-open-cache.json``
+  removed, as in results written before the derive jobs kept them): every store's metadata
+  decoded, the skeletons written;
+- an open with them (as after a run, whose derive jobs keep them): no store decoded;
+- that open and a first read of one summary variable (the summary is decoded there).
 
 The issue's target (#41): open_results in <= 2 s on the default sweep. Writes
 bench/tables/open_results.md.
@@ -28,6 +29,8 @@ import tempfile
 from pathlib import Path
 
 from tables import Table  # bench/tables.py: BENCHMARKS.md's tables
+
+from attnsvm.sweep.skeleton import CACHE_NAME
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_S = 2.0
@@ -75,19 +78,19 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="attnsvm-open-"))
     try:
         results = Path(shutil.copytree(args.results, tmp / "results"))
-        cache = results / ".attnsvm-open-cache.json"
         timed(results)  # the copy's first look (its stores' quick-check caches)
         cases = {
-            "first (no skeleton cache: every store decoded)": (True, False),
-            "next (from the skeleton cache)": (False, False),
-            "next, then a first read of one summary variable": (False, True),
+            "without the skeletons (every store decoded)": (True, False),
+            "with the skeletons (as after a run)": (False, False),
+            "with them, and a first read of one summary variable": (False, True),
         }
         info: dict = {}
         for label, (fresh, read) in cases.items():
             runs = []
             for _ in range(args.repeats):
                 if fresh:
-                    cache.unlink(missing_ok=True)
+                    for cache in results.glob(f"*/{CACHE_NAME}"):
+                        cache.unlink()
                 runs.append(info := timed(results, read))
             wall = statistics.median(r["wall"] for r in runs)
             cpu = statistics.median(r["cpu"] for r in runs)
@@ -97,12 +100,13 @@ def main() -> None:
     table.note(
         f"A copy of `{args.results}` ({info['experiments']} experiments, "
         f"{info['variables']:,} variables in their sweeps, summaries and claims); each open "
-        f"in a fresh process after its imports, median of {args.repeats}. The first open "
-        "decodes every store's metadata (netCDF-C, zarr, xarray's CF decoding) and keeps the "
-        "stores' skeletons in `results/.attnsvm-open-cache.json`; the next builds the tree "
-        "from them and decodes a store at the first read of one of its variables "
-        "(docs/store.md, Layout). The integrity checks run at every open (each sweep's files "
-        "against its manifest, each summary and ledger against its digest record)."
+        f"in a fresh process after its imports, median of {args.repeats}. Without the "
+        "skeletons an open decodes every store's metadata (netCDF-C, zarr, xarray's CF "
+        "decoding) and keeps them in each experiment's `.attnsvm-open-cache.json`; with them "
+        "(a run's derive jobs write them) it builds the tree from them and decodes a store at "
+        "the first read of one of its variables (docs/store.md, Layout). The integrity "
+        "checks run at every open (each sweep's files against its manifest, each summary and "
+        "ledger against its digest record)."
     )
     table.write()
 
