@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from docutils.core import publish_parts
+from docutils.writers.html5_polyglot import Writer
 
 from attnsvm.atomic import write_text_atomic
 
@@ -33,7 +34,8 @@ figcaption ul { margin: 0.2rem 0 0.6rem 1.2rem; padding: 0; }
 
 def caption_html(caption_rst: str) -> str:
     """The caption's RST as an HTML fragment (docutils, as the report renders captions)."""
-    return publish_parts(caption_rst, writer_name="html5")["body"]
+    # a writer object: docutils 0.22 deprecates writer_name, older ones take no name as writer
+    return publish_parts(caption_rst, writer=Writer())["body"]
 
 
 def figure_page_html(png: str | os.PathLike, caption_rst: str, title: str) -> str:
