@@ -100,7 +100,9 @@ def main() -> None:
     table.note(
         f"A copy of `{args.results}` ({info['experiments']} experiments, "
         f"{info['variables']:,} variables in their sweeps, summaries and claims); each open "
-        f"in a fresh process after its imports, median of {args.repeats}. Without the "
+        f"in a fresh process after its imports, median of {args.repeats}, at niceness "
+        f"{os.nice(0)} (on a shared machine, a negative niceness keeps other work from "
+        "stretching the wall time). Without the "
         "skeletons an open decodes every store's metadata (netCDF-C, zarr, xarray's CF "
         "decoding) and keeps them in each experiment's `.attnsvm-open-cache.json`; with them "
         "(a run's derive jobs write them) it builds the tree from them and decodes a store at "
