@@ -4,6 +4,7 @@ open, generate."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import signal
@@ -247,8 +248,25 @@ def _silence_stdout() -> None:
         pass
 
 
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line, parsed; an unknown option is refused by its subcommand, with the
+    closest of that subcommand's options (``--dd`` -> ``did you mean --d?``)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[
+            args.command
+        ]
+        options = [o for a in sub._actions for o in a.option_strings if o.startswith("--")]
+        unknown = [e for e in extra if e.startswith("-")] or extra
+        close = difflib.get_close_matches(unknown[0].split("=")[0], options, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        sub.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+    return args
+
+
 def _dispatch(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    args = _parse(argv)
     if args.command == "run-cell":
         return _run_cell(args)
     if args.command == "check-config":
@@ -419,6 +437,7 @@ def _calibrate(plan, entries: list[dict] | None, args: argparse.Namespace) -> in
 def _check_config(path: str) -> int:
     """Parse and validate a config file; name the file, line and key of the first problem."""
     # pydantic, the config models and the registries: this command only
+    from attnsvm.config.cost import format_cpu_time
     from attnsvm.config.grid import describe_cost
     from attnsvm.plan import Plan
 
@@ -434,9 +453,16 @@ def _check_config(path: str) -> int:
         return _error(f"{path}: {err}")
     for name, exp in plan.experiments.items():
         print(f"{name}: {describe_cost(exp)}, figures {', '.join(exp.figures) or '-'}")
+    exps = plan.experiments.values()
+    cells, blocks = sum(e.n_cells for e in exps), sum(e.n_blocks for e in exps)
+    print(
+        f"total: {len(plan.experiments)} experiments, {cells:,} cells in {blocks:,} blocks, "
+        f"~{format_cpu_time(plan.estimated_seconds())} predicted; results in {plan.results}/"
+    )
     for warning in plan.cost_warnings(local=True, cores=None):
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
     _claims_design(plan)
+    print(f"OK: {path} is a valid config")
     return 0
 
 

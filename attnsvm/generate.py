@@ -2,7 +2,8 @@
 
 Every file part here is written from one registry and never by hand: the JSON schema of a
 config (``workflow/schemas/config.schema.yaml``, from the config models, the field registry and
-the figure registry), the cell field table of ``config/README.md`` (from
+the figure registry), the Conda environment of the rules (``workflow/envs/attnsvm.yaml``, from
+``pyproject.toml``), the cell field table of ``config/README.md`` (from
 :data:`attnsvm.config.fields.FIELDS`) and the table of tasks of ``docs/extending.md`` (from
 :func:`attnsvm.tasks.tasks`). In a Markdown file the generated part stands between
 ``<!-- BEGIN GENERATED: <name> -->`` and ``<!-- END GENERATED: <name> -->``.
@@ -14,6 +15,7 @@ out of date, naming it.
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -61,6 +63,42 @@ def task_table() -> str:
     return "\n".join(lines)
 
 
+#: conda-forge's names of the packages whose PyPI name differs (or that conda splits)
+CONDA_NAMES = {
+    "torch": "pytorch",
+    "cvxpy": "cvxpy-base",
+    "matplotlib": "matplotlib-base",
+    "netCDF4": "netcdf4",
+}
+
+CONDA_HEADER = """\
+# Generated from pyproject.toml by `attnsvm generate` (attnsvm/generate.py); do not edit.
+# Software of every rule, for `snakemake --sdm conda` where conda channels are reachable: the
+# library's dependencies (the rules run its scripts; Snakemake itself runs outside). Without
+# --sdm conda (the default, and the only option on machines without conda channels) the rules
+# run in the active environment, into which the Quickstart installs attnsvm.
+"""
+
+
+def conda_env(pyproject: Path = ROOT / "pyproject.toml") -> str:
+    """``workflow/envs/attnsvm.yaml``: Python and the dependencies of ``pyproject.toml``'s
+    ``[project]`` under their conda-forge names (:data:`CONDA_NAMES`), then attnsvm itself
+    from the checkout with pip."""
+    project = tomllib.loads(pyproject.read_text())["project"]
+    deps = [f"python{project['requires-python']}", "pip"]
+    for requirement in project["dependencies"]:
+        m = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*([<>=!~][^;\[]*)?", requirement.strip())
+        if not m:  # extras or markers: no conda spelling to derive
+            raise ValueError(f"pyproject.toml: {requirement!r}: give it a conda spelling here")
+        name, spec = m.group(1), (m.group(2) or "").replace(" ", "")
+        deps.append(CONDA_NAMES.get(name, name.lower()) + spec)
+    lines = ["channels:", "  - conda-forge", "  - nodefaults", "dependencies:"]
+    lines += [f"  - {d}" for d in deps]
+    pip = "      - -e ../..  # attnsvm itself, from this checkout (conda holds its dependencies)"
+    lines += ["  - pip:", pip]
+    return CONDA_HEADER + "\n".join(lines) + "\n"
+
+
 #: Markdown parts: (file, name) -> the function that makes the part.
 PARTS: dict[tuple[str, str], Callable[[], str]] = {
     ("config/README.md", "fields"): field_table,
@@ -70,6 +108,7 @@ PARTS: dict[tuple[str, str], Callable[[], str]] = {
 FILES: dict[str, Callable[[], str]] = {
     "workflow/schemas/config.schema.yaml": lambda: schema_yaml(FIGURES),
     "attnsvm/config/cell.pyi": cell_stub,
+    "workflow/envs/attnsvm.yaml": conda_env,
 }
 
 

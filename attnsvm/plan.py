@@ -380,10 +380,13 @@ class Plan:
             for fig in self.experiments[exp].figures:
                 files = [Path(self.paths.figure(exp, fig, e)) for e in ("pdf", "png")]
                 files.append(Path(self.paths.get("caption", experiment=exp, figure=fig)))
+                page = Path(self.paths.figure(exp, fig, "html"))  # the report shows the page
                 record = figure_record(files[1])
                 try:
-                    if not any(os.path.lexists(p) for p in (*files, record)):
+                    if not any(os.path.lexists(p) for p in (*files, page, record)):
                         raise StoreError(files[1], "missing (none of the figure's files is there)")
+                    if not os.path.lexists(page):
+                        raise StoreError(page, "missing (the figure's page in the report)")
                     inputs = {"summary": summary_sha, "sweep": sweep_digest(sweep),
                               "code": figure_code_digest(fig)}  # fmt: skip
                     check_record(record, "figure", exp, inputs)
@@ -477,6 +480,18 @@ class Plan:
             name: {fig: self.paths.figure(name, fig, "png") for fig in exp.figures}
             for name, exp in self.experiments.items()
         }
+
+    def figure_pages(self) -> dict[str, dict[str, str]]:
+        """``{experiment: {figure: its page}}``: the figure with its caption, as the report
+        shows it (:mod:`attnsvm.report.figure_page`), which the claims table links to."""
+        return {
+            name: {fig: self.paths.figure(name, fig, "html") for fig in exp.figures}
+            for name, exp in self.experiments.items()
+        }
+
+    def claims_ledgers(self) -> dict[str, str]:
+        """``{experiment: its claims.json}``: what the end of a run counts verdicts from."""
+        return {name: self.paths.claims(name) for name in self.experiments}
 
     def figure_captions(self, exp: str) -> dict[str, str]:
         """``{figure: its caption file}`` of ``exp``, in the experiment's order: the figures

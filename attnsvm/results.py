@@ -34,9 +34,10 @@ from attnsvm import provenance
 from attnsvm.sweep.derived import check_record, record_of
 from attnsvm.sweep.integrity import StoreError, verify_store
 from attnsvm.sweep.paths import LAYOUT, Paths
-from attnsvm.sweep.summary import CHECKSUM_ATTR, data_checksum
+from attnsvm.sweep.skeleton import SkeletonCache
+from attnsvm.sweep.summary import open_summary_image
 
-__all__ = ["ResultsError", "open_results", "outline"]
+__all__ = ["Results", "ResultsError", "by_iteration", "open_results", "outline"]
 
 #: what an experiment node may hold: child name -> path name in :data:`LAYOUT`
 PARTS = {"sweep": "sweep", "summary": "summary"}
@@ -99,40 +100,80 @@ def _claims(paths: Paths, exp: str) -> xr.Dataset | None:
         frame, source = _records_frame(json.loads(ledger.read_text())), ledger
     else:
         return None
-    ds = xr.Dataset.from_dataframe(frame.rename_axis("claim"))
+    # as Dataset.from_dataframe(frame.rename_axis("claim")) gives it (the ``claim`` column
+    # indexes, where there is one), column by column: from_dataframe merges each column in
+    # turn, 6x slower
+    columns = {c: ("claim", frame[c].to_numpy()) for c in frame.columns}
+    index = columns.pop("claim", ("claim", frame.index.to_numpy()))
+    ds = xr.Dataset(columns, coords={"claim": index})
     ds.attrs["source"] = str(source)
     if ledger.is_file():
         ds.attrs["claims_json"] = ledger.read_text()  # the whole ledger, nothing dropped
     return ds
 
 
-def _open_sweep(path: Path, verify: bool, chunks: Any) -> xr.Dataset:
-    # names and sizes of every file against the manifest (or every SHA-256 with verify);
-    # zarr checks each chunk's CRC-32C whenever it is read
-    verify_store(path, full=verify)
-    return xr.open_zarr(path, chunks=chunks)
+class Results(xr.DataTree):
+    """The ``xarray.DataTree`` of a run (:func:`open_results`), whose nodes also select
+    several variables as a Dataset does: ``runs["e2_local/sweep"][["a", "b"]]`` is the
+    ``xarray.Dataset`` of those variables (with their coordinates)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key):
+        if not isinstance(key, str | dict) and isinstance(key, list | tuple):
+            return self.to_dataset()[list(key)]
+        return super().__getitem__(key)
 
 
-def _open_summary(path: Path, experiment: str, chunks: Any) -> xr.Dataset:
-    """The summary, checked against its digest record and its own checksum, decoded lazily
-    from an image of the file in memory.
+def by_iteration(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with its checkpoints indexed by the iteration ``k`` they were taken at: curves
+    (``curve_*``, ``W``, ``softmax``) plot and select against ``iteration``; the checkpoint's
+    number stays a coordinate along it (docs/store.md)."""
+    if "checkpoint" in ds.dims and "iteration" in ds.coords:
+        if ds["iteration"].dims == ("checkpoint",):
+            return ds.swap_dims(checkpoint="iteration")
+    return ds
 
-    The file is read once and closed: no handle stays open (a rerun's derive job can replace
-    the file), and netCDF-C / HDF5 cannot trip over the same file opened and closed several
-    times in one process, which here ends in "NetCDF: HDF error" or a crash
-    (tests/test_results.py). A summary holds statistics per grid point: small next to its
+
+def _open_sweep(path: Path, verify: bool, chunks: Any, cache: SkeletonCache) -> xr.Dataset:
+    """The sweep store, its files checked against its manifest first: names and sizes (every
+    SHA-256 with ``verify``); zarr checks each chunk's CRC-32C whenever it is read. With
+    ``chunks=None`` it is built from its skeleton where ``cache`` holds one for this store
+    (the file read at the first read of a variable)."""
+    digest = str(verify_store(path, full=verify).get("content_sha256", ""))
+    if chunks is not None:
+        return xr.open_zarr(path, chunks=chunks)
+
+    def digest_now() -> str:
+        return str(verify_store(path, full=False).get("content_sha256", ""))
+
+    return cache.open(path, digest, digest_now)
+
+
+def _open_summary(path: Path, experiment: str, chunks: Any, cache: SkeletonCache) -> xr.Dataset:
+    """The summary, checked against its digest record first. With ``chunks=None`` it is built
+    from its skeleton where ``cache`` holds one for this file (its SHA-256), and the file is
+    read at the first read of a variable (:meth:`SkeletonCache.open`).
+
+    The file is read once into memory and closed
+    (:func:`attnsvm.sweep.summary.open_summary_image`; "NetCDF: HDF error" otherwise,
+    tests/test_results.py). A summary holds statistics per grid point: small next to its
     sweep, which stays on disk.
-    """
-    import netCDF4  # xarray's own netCDF backend library; only the summary needs it
 
-    check_record(record_of(path), "summary", experiment)
-    image = netCDF4.Dataset(path.name, mode="r", memory=path.read_bytes())
-    # the checksum reads every value once, through an uncached view: the returned dataset
-    # stays lazy
-    check = xr.open_dataset(xr.backends.NetCDF4DataStore(image), cache=False)
-    if data_checksum(check) != check.attrs.get(CHECKSUM_ATTR):
-        raise StoreError(path, f"its data do not match its own checksum ({CHECKSUM_ATTR})")
-    return xr.open_dataset(xr.backends.NetCDF4DataStore(image), chunks=chunks)
+    The record check hashes the file's bytes; the checksum
+    (:data:`~attnsvm.sweep.summary.CHECKSUM_ATTR`) decodes and hashes every value, which for
+    a whole run's summaries costs seconds, so it runs at the first read of any of the
+    summary's variables (not before its coordinates' values, which open reads), once: a
+    mismatch raises :class:`~attnsvm.sweep.integrity.StoreError` naming the file there.
+    """
+
+    def digest_now() -> str:
+        return check_record(record_of(path), "summary", experiment)["files"][path.name][1]
+
+    digest = digest_now()
+    if chunks is not None:
+        return open_summary_image(path, chunks)
+    return cache.open(path, digest, digest_now)
 
 
 def _run_provenance(sweeps: dict[str, xr.Dataset], results: Path) -> dict[str, Any]:
@@ -187,6 +228,13 @@ def open_results(
     are checked against their digest records (and the summary against the checksum it
     carries); a damaged, foreign or incomplete store or file raises
     :class:`attnsvm.sweep.integrity.StoreError` naming it.
+
+    Each store's skeleton (its variables' names, dimensions, types, attributes and
+    encodings: :mod:`attnsvm.sweep.skeleton`) is kept in its experiment's directory (the
+    derive job writes it; an open writes what is missing) under the store's digest: an open
+    (``chunks=None``) builds the nodes from it and decodes a store only at the first read of
+    one of its variables, after the checks above and a check that the store is still the one
+    the skeleton describes.
     """
     root = Path(results)
     if not root.is_dir():
@@ -199,6 +247,7 @@ def open_results(
     sweeps: dict[str, xr.Dataset] = {}
     for exp in names:
         attrs: dict[str, Any] = {"experiment": exp, "path": paths.experiment(exp)}
+        cache = SkeletonCache(paths.experiment(exp))
         absent = []
         for child, layout_name in PARTS.items():
             path = Path(paths.get(layout_name, experiment=exp))
@@ -206,18 +255,20 @@ def open_results(
                 absent.append(path.name)
                 continue
             if child == "sweep":
-                ds = sweeps[exp] = _open_sweep(path, verify, chunks)
+                ds = sweeps[exp] = _open_sweep(path, verify, chunks, cache)
                 attrs.update({k: v for k, v in ds.attrs.items() if k != "blocks"})
             else:
-                ds = _open_summary(path, exp, chunks)
-            nodes[f"/{exp}/{child}"] = ds
+                ds = _open_summary(path, exp, chunks, cache)
+            nodes[f"/{exp}/{child}"] = by_iteration(ds)
         claims = _claims(paths, exp)
         if claims is not None:
             nodes[f"/{exp}/claims"] = claims
         attrs["absent"] = absent
         nodes[f"/{exp}"] = xr.Dataset(attrs=attrs)
+        if chunks is None:
+            cache.save()
     nodes["/"] = xr.Dataset(attrs=_run_provenance(sweeps, root))
-    return xr.DataTree.from_dict(nodes)
+    return Results.from_dict(nodes)
 
 
 def _dims(ds: xr.Dataset) -> str:
@@ -239,7 +290,12 @@ def outline(tree: xr.DataTree) -> str:
         for child, sub in node.children.items():
             ds = sub.to_dataset()
             if child == "claims":
-                verdicts = Counter(ds["verdict"].values) if "verdict" in ds else {}
+                # a claim's evidence rows have no verdict (NaN in the table): not counted
+                verdicts = Counter(
+                    v
+                    for v in (ds["verdict"].values if "verdict" in ds else [])
+                    if isinstance(v, str)
+                )
                 text = ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
                 lines.append(f"  claims: {ds.sizes['claim']}" + (f" ({text})" if text else ""))
             else:

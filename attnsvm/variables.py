@@ -220,7 +220,7 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
         "1",
         "corr(W_h, SVM(alpha_h)): Frobenius Att-SVM for W runs, nuclear for KQ (section 12)",
     ),
-    "head_curve_corr": ("corr of head h with its SVM vs checkpoint", "1", "head_corr vs k"),
+    "head_curve_corr": ("corr of head h with its SVM", "1", "head_corr at every checkpoint"),
     "head_wnorm": ("final norm of head h", None, "||W_h||_F at the last checkpoint"),
     "head_svm_objective": ("objective of head h's SVM", None, "norm of SVM(alpha_h)"),
     "head_W": ("final W_h", None, "W_h (K_h Q_h^T for KQ) at the last checkpoint"),
@@ -439,8 +439,10 @@ def _family(name: str) -> tuple[str, str | None, str] | None:
     if name.startswith("curve_"):
         inner = describe(name[len("curve_") :])
         if inner.get("description") != UNDESCRIBED:
+            # a curve holds the value at every checkpoint (its dimension says so), not the
+            # final one: "corr with fro_alpha", plotted against the iteration
             return (
-                f"{inner['long_name']} vs checkpoint",
+                inner["long_name"].replace("final ", ""),
                 inner.get("units"),
                 f"{inner['description']}, at every checkpoint",
             )

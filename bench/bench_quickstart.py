@@ -8,7 +8,7 @@ dependencies are not downloaded again, attnsvm itself is installed into the envi
 the clone) and runs the first shell line of the README's Quickstart (read from the README, as
 ``.ci/run`` reads the second) in the clone with that environment first on PATH, timed as
 ``time`` would. Writes bench/tables/quickstart.md: seconds, the sweep's jobs, and when its
-first and last job started.
+first and last job finished.
 """
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ def quickstart_line(readme: Path, which: int = 1) -> str:
 
 
 def job_times(log: str, since: float) -> list[float]:
-    """Seconds after ``since`` (Unix time) at which each job of a Snakemake log started."""
+    """Seconds after ``since`` (Unix time) at which each job of a Snakemake log finished
+    (its stamp before ``Finished jobid``: the profiles' quiet console prints no job header)."""
     return [
         time.mktime(time.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")) - since
-        for m in re.finditer(r"\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]\n\s*(?:local)?rule ", log)
+        for m in re.finditer(r"\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]\n\s*Finished jobid", log)
     ]
 
 
@@ -52,7 +53,7 @@ def main() -> None:
         "quickstart",
         "workflow",
         "The Quickstart from a fresh clone",
-        ["seconds", "jobs", "first job", "last job"],
+        ["seconds", "jobs", "first job done", "last job done"],
         order=10,
     )
     line = quickstart_line(REPO / "README.md")
@@ -76,7 +77,7 @@ def main() -> None:
             sys.exit(f"the Quickstart line failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
         done = re.findall(r"(\d+) of (\d+) steps \(100%\) done", proc.stderr + proc.stdout)
         jobs = int(done[-1][1]) if done else "?"
-        starts = job_times(proc.stderr, started)
+        done_at = job_times(proc.stderr, started)
         report = fresh / "results" / "report.html"
         if not report.is_file():
             sys.exit(f"the Quickstart line made no {report}")
@@ -85,13 +86,13 @@ def main() -> None:
             print(f"kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    first, last = (f"{starts[0]:.0f} s", f"{starts[-1]:.0f} s") if starts else ("?", "?")
+    first, last = (f"{done_at[0]:.0f} s", f"{done_at[-1]:.0f} s") if done_at else ("?", "?")
     table.add(f"{seconds:.0f}", jobs, first, last)
     table.note(
         f"`{line}` in a fresh clone of this commit with a virtual environment that sees the "
         "installed packages (`python -m venv --system-site-packages`; attnsvm is installed from "
         "the clone), config/config.yaml with the default profile; wall time of the whole line, "
-        "and when the sweep's first and last jobs started after the line did (Snakemake's "
+        "and when the sweep's first and last jobs finished after the line started (Snakemake's "
         "stamps, 1 s resolution)."
     )
     table.write()

@@ -42,7 +42,25 @@ def test_every_table_states_how_it_was_measured():
         assert re.fullmatch(r"\d{4}-\d\d-\d\d", t.meta["date"]), t.name
         assert t.body.startswith("|"), t.name  # a table first, then its notes
         rendered = tables.assemble()
-        assert f"### {t.meta['title']}" in rendered and t.body in rendered
+        assert f"### {t.meta['title']}" in rendered and t.render() in rendered
+        link = f"[bench/tables/{t.name}.md](bench/tables/{t.name}.md)"
+        assert ("\n".join(t.rows) in rendered) == (len(t.rows) - 2 <= tables.MAX_ROWS)
+        assert rendered.count(link) == 1 + (len(t.rows) - 2 > tables.MAX_ROWS), t.name
+
+
+def test_benchmarks_md_is_the_current_figures_in_few_lines(tmp_path):
+    """At most MAX_LINES lines: a table's notes stay in its file, a long table is shown by
+    its figure and a link to all of its rows."""
+    assert len(tables.assemble().splitlines()) <= tables.MAX_LINES
+    long = tables.Table("long", "workflow", "A long table", ["n", "seconds"], order=1)
+    for n in range(tables.MAX_ROWS + 1):
+        long.add(n, n / 10)
+    long.note("![the curve](bench/long.png)")
+    long.note("How it was measured.")
+    long.write(tmp_path)
+    text = tables.assemble(tmp_path)
+    assert "| 12 | 1.2 |" not in text and "How it was measured." not in text
+    assert "![the curve](bench/long.png)\n13 rows: [bench/tables/long.md]" in text
 
 
 def test_a_script_writes_its_table_with_machine_load_date_and_commit(tmp_path, capsys):

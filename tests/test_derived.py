@@ -447,7 +447,7 @@ def test_derive_writes_every_output_as_its_own_function_does(tiny_copy, tmp_path
         with xr.open_dataset(p.summary(exp)) as a, xr.open_dataset(alone / "summary.nc") as b:
             xr.testing.assert_identical(a.load(), b.load())
         figures = list(plan.figure_captions(exp))
-        kinds = ("pdf", "png", "caption.rst", "digest.json")
+        kinds = ("pdf", "png", "caption.rst", "digest.json", "html")  # html: its report page
         files = sorted(f.name for f in Path(p.figures(exp)).iterdir())
         assert figures and files == sorted(f"{fig}.{ext}" for fig in figures for ext in kinds)
         for fig in figures:
@@ -475,7 +475,7 @@ def test_a_figure_that_does_not_check_out_takes_its_folder(tiny_copy):
         _derive(plan, exp)
     folder = Path(plan.paths.figures(EXP))
     png = Path(plan.paths.figure(EXP, "e1", "png"))
-    for name in ("e1.pdf", "e1.png", "e1.caption.rst", "e1.digest.json"):
+    for name in ("e1.pdf", "e1.png", "e1.caption.rst", "e1.digest.json", "e1.html"):
         (folder / name).unlink()  # the figure is gone, its folder is not
     dry = plan.repair(dry_run=True)
     assert len(dry) == 1 and str(png) in dry[0] and str(folder) in dry[0], dry

@@ -1,8 +1,8 @@
 """A whole run as one xarray.DataTree: attnsvm.open_results and ``attnsvm open``.
 
 The run is two experiments of the .test config (the default sweep shrunk) through the real
-pipeline (block stores, collect, summary, run info) without Snakemake; the slow end-to-end
-test of tests/test_workflow.py opens the default sweep itself.
+pipeline (block stores, collect, summary, run info) without Snakemake; tests/test_quickstart.py
+opens the Quickstart's run itself.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import zarr
 
 import attnsvm
 from attnsvm import provenance
-from attnsvm.results import ResultsError, outline
+from attnsvm.results import ResultsError, by_iteration, outline
 from attnsvm.sweep.derived import record_of, write_record
 from attnsvm.sweep.integrity import StoreError
 from attnsvm.sweep.paths import Paths
-from tests.workflow_helpers import tiny_results
+from tests.workflow_helpers import opened_stores, tiny_results
 
 EXPERIMENTS = ("e2_local", "e3_rank")
 
@@ -40,6 +40,18 @@ def copy_of(run, tmp_path):
     return shutil.copytree(run, tmp_path / "results")
 
 
+def rewrite_summary(summary: Path) -> None:
+    """e2_local's summary with other counts, under a digest record that matches its new
+    bytes (its own checksum, carried along, no longer does)."""
+    record = json.loads(record_of(summary).read_text())
+    with xr.open_dataset(summary) as ds:
+        changed = ds.load()
+    changed["count_status"].values[...] += 1
+    summary.unlink()
+    changed.to_netcdf(summary)
+    write_record(record_of(summary), "summary", "e2_local", [summary], record["inputs"])
+
+
 def test_one_node_per_experiment_with_its_sweep_and_summary(run):
     tree = attnsvm.open_results(run)
     assert isinstance(tree, xr.DataTree)
@@ -49,10 +61,11 @@ def test_one_node_per_experiment_with_its_sweep_and_summary(run):
         node = tree[name]
         assert sorted(node.children) == ["summary", "sweep"] and node.attrs["absent"] == []
         sweep, summary = node["sweep"].to_dataset(), node["summary"].to_dataset()
+        # the stores as written, their checkpoints indexed by the iteration
         with xr.open_zarr(paths.sweep(name)) as want:
-            xr.testing.assert_identical(sweep.load(), want.load())
+            xr.testing.assert_identical(sweep.load(), by_iteration(want.load()))
         with xr.open_dataset(paths.summary(name)) as want:
-            xr.testing.assert_identical(summary.load(), want.load())
+            xr.testing.assert_identical(summary.load(), by_iteration(want.load()))
         assert node.attrs["experiment"] == name
         assert node.attrs["n_cells"] == sweep["status"].size  # the sweep's own attributes
         assert "blocks" not in node.attrs  # the per-block provenance went to the root
@@ -61,6 +74,37 @@ def test_one_node_per_experiment_with_its_sweep_and_summary(run):
     ok = sweep["corr_fro_alpha"].where(sweep["status"] == 0).sel(param="W")
     mean = tree["e2_local/summary"]["corr_fro_alpha_mean"].sel(param="W")
     np.testing.assert_allclose(float(mean), float(ok.mean("seed")), rtol=1e-12)
+
+
+def test_nodes_select_as_datasets_and_curves_run_along_the_iteration(run):
+    """The README's notebook: ``runs[node][[a, b]]`` is a Dataset; a curve plots against the
+    iteration k, not the checkpoint's number; labels say what a variable is."""
+    tree = attnsvm.open_results(run)
+    pair = tree["e2_local/sweep"][["corr_fro_alpha", "corr_nuc_alpha"]]
+    assert isinstance(pair, xr.Dataset) and list(pair.data_vars) == [
+        "corr_fro_alpha",
+        "corr_nuc_alpha",
+    ]
+    with xr.open_zarr(Paths(str(run)).sweep("e2_local")) as stored:
+        iterations = stored["iteration"].values
+        np.testing.assert_array_equal(pair["corr_fro_alpha"].values, stored["corr_fro_alpha"])
+    curve = tree["e2_local/summary"]["curve_corr_nuc_alpha_mean"].sel(param="KQ")
+    assert curve.dims == ("iteration",) and list(curve["iteration"].values) == list(iterations)
+    assert iterations[-1] > len(iterations)  # iterations, not checkpoint numbers
+    assert "checkpoint" in curve.coords  # the checkpoint's number is kept along it
+    assert "final" not in curve.attrs["long_name"]  # a curve, not a final value
+
+
+def test_the_summarys_checksum_is_checked_at_its_first_read(run, tmp_path):
+    """open_results defers the summary's own checksum (it reads every value) to the first
+    read of one of its variables: a damaged summary is still refused, by name, there."""
+    root = copy_of(run, tmp_path)
+    rewrite_summary(root / "e2_local" / "summary.nc")
+    tree = attnsvm.open_results(root)  # opens: the record matches the bytes
+    with pytest.raises(StoreError, match="do not match its own checksum"):
+        _ = tree["e2_local/summary"]["count_status"].values
+    good = attnsvm.open_results(run)["e2_local/summary"]
+    assert int(good["count_status"].sum()) > 0  # checked once, then read
 
 
 def test_stores_are_lazy_until_a_value_is_used(run):
@@ -90,7 +134,9 @@ def test_summaries_the_notebook_already_opened_do_not_trip_netcdf(run):
     del dropped
     tree = attnsvm.open_results(run)
     for name, ds in zip(EXPERIMENTS, kept, strict=True):
-        xr.testing.assert_identical(tree[f"{name}/summary"].to_dataset().load(), ds.load())
+        xr.testing.assert_identical(
+            tree[f"{name}/summary"].to_dataset().load(), by_iteration(ds.load())
+        )
 
 
 def test_root_attributes_are_the_runs_provenance(run):
@@ -238,12 +284,91 @@ def test_a_changed_summary_or_ledger_is_refused_by_name(run, tmp_path):
     changed.to_netcdf(summary)  # another value, the old checksum attribute carried along
     with pytest.raises(StoreError, match="summary.nc"):  # caught by the digest record
         attnsvm.open_results(root)
-    # a record rewritten to match the new bytes: the summary's own checksum still catches it
+    # a record rewritten to match the new bytes: the summary's own checksum still catches it,
+    # at the first read of a variable
     write_record(record_of(summary), "summary", "e2_local", [summary], record["inputs"])
     with pytest.raises(StoreError, match="do not match its own checksum"):
-        attnsvm.open_results(root)
+        _ = attnsvm.open_results(root)["e2_local/summary"][name].values
     # another experiment's summary under this name: foreign
     shutil.copy(root / "e3_rank" / "summary.nc", summary)
     shutil.copy(record_of(root / "e3_rank" / "summary.nc"), record_of(summary))
     with pytest.raises(StoreError, match="e3_rank"):
         attnsvm.open_results(root)
+
+
+def test_a_second_open_decodes_no_store_until_a_value_is_read(run, tmp_path, monkeypatch):
+    """open_results keeps each store's skeleton (attnsvm.sweep.skeleton) in its experiment's
+    directory: the next open builds the nodes from it and decodes a store at the first read
+    of one of its variables; what it gives is what the stores hold."""
+    from attnsvm.sweep.skeleton import CACHE_NAME
+
+    root = copy_of(run, tmp_path)
+    for cache in root.glob(f"*/{CACHE_NAME}"):
+        cache.unlink()
+    first = attnsvm.open_results(root)
+    assert all((root / name / CACHE_NAME).is_file() for name in EXPERIMENTS)
+    opened = opened_stores(monkeypatch)
+    tree = attnsvm.open_results(root)
+    assert opened == []  # nothing decoded
+    assert outline(tree) == outline(first)
+    _ = tree["e2_local/summary"]["count_status"].values
+    assert opened == [str(root / "e2_local" / "summary.nc")]  # the store read, once
+    _ = tree["e2_local/summary"]["corr_fro_alpha_mean"].values
+    assert len(opened) == 1
+    for name in EXPERIMENTS:
+        for part in ("sweep", "summary"):
+            xr.testing.assert_identical(
+                tree[f"{name}/{part}"].to_dataset().load(), first[f"{name}/{part}"].to_dataset()
+            )
+
+
+def test_a_store_replaced_or_a_wrong_skeleton_is_refused_at_the_first_read(run, tmp_path):
+    """A store replaced between the open and the first read, or a cache whose skeleton does
+    not describe the store: one StoreError naming the file, never the other data."""
+    from attnsvm.sweep.skeleton import CACHE_NAME
+
+    root = copy_of(run, tmp_path)
+    attnsvm.open_results(root)  # the cache holds every store
+    tree = attnsvm.open_results(root)  # built from it
+    rewrite_summary(root / "e2_local" / "summary.nc")
+    with pytest.raises(StoreError, match="e2_local/summary.nc: replaced since it was opened"):
+        _ = tree["e2_local/summary"]["count_status"].values
+    cache_path = root / "e3_rank" / CACHE_NAME
+    cache = json.loads(cache_path.read_text())
+    entry = cache["entries"]["sweep.zarr"]["skeleton"]
+    entry["attrs"]["description"] = "another run"  # the sweep's skeleton, wrong
+    cache_path.write_text(json.dumps(cache))
+    tree = attnsvm.open_results(root)
+    assert tree["e3_rank"].attrs["description"] == "another run"  # until the first read:
+    with pytest.raises(StoreError, match="open-cache.json: does not describe .*e3_rank/sweep"):
+        _ = tree["e3_rank/sweep"]["status"].values
+    entry["variables"]["status"]["shape"][0] += 1  # a skeleton that builds no dataset
+    cache_path.write_text(json.dumps(cache))
+    tree = attnsvm.open_results(root)  # is not used
+    with xr.open_zarr(root / "e3_rank" / "sweep.zarr") as want:
+        assert tree["e3_rank"].attrs["description"] == want.attrs["description"]
+    cache_path.write_text("{not json")  # unreadable: rebuilt
+    tree = attnsvm.open_results(root)
+    assert int(tree["e3_rank/sweep"]["status"].size) > 0
+    assert json.loads(cache_path.read_text())["entries"].keys() == {"sweep.zarr", "summary.nc"}
+
+
+def test_a_skeleton_carries_metadata_exactly_or_not_at_all():
+    """Attributes and encodings round-trip with their types (numpy scalars and arrays,
+    NaN, tuples, zarr codecs); a dataset with an attribute JSON cannot carry has none."""
+    from attnsvm.sweep.skeleton import from_skeleton, skeleton
+
+    ds = xr.Dataset(
+        {"x": (("p", "k"), np.arange(6.0).reshape(2, 3), {"scale": np.float32(0.5)})},
+        coords={"p": ["W", "KQ"], "k": np.array([1, 10, 100]), "note": ("p", ["a", "b"])},
+        attrs={"fill": np.nan, "sizes": np.array([1, 2]), "n": np.int64(3), "tags": ["a"]},
+    )
+    ds["x"].encoding = {"chunks": (1, 3), "preferred_chunks": {"p": 1}, "_FillValue": np.nan}
+    skel = skeleton(ds, lambda name: name in ds.indexes)
+    assert skel is not None and "values" not in skel["variables"]["x"]
+    built = from_skeleton(json.loads(json.dumps(skel)), lambda: ds)
+    xr.testing.assert_identical(built, ds)
+    assert type(built.attrs["n"]) is np.int64 and type(built["x"].attrs["scale"]) is np.float32
+    assert built["x"].encoding["chunks"] == (1, 3) and np.isnan(built["x"].encoding["_FillValue"])
+    ds.attrs["when"] = pd.Timestamp("2026-01-01")
+    assert skeleton(ds, lambda name: name in ds.indexes) is None

@@ -27,6 +27,7 @@ import yaml
 
 from attnsvm.plan import Plan
 from tests.workflow_helpers import (
+    JOB_HEADERS,
     REPO,
     executed_jobs,
     expected_blocks,
@@ -51,6 +52,7 @@ PARTITION = "gpu"  # the start script's non-default partition: proves slurm_part
 # Options for a cluster without accounting (no sacct, no sacctmgr); the last one only makes the
 # test faster (the plugin waits 40 s before its first status check by default).
 SLURM_ARGS = (
+    JOB_HEADERS,  # the job headers that submitted() and executed_jobs() read
     "--slurm-no-account",
     "--slurm-status-command",
     "squeue",

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report",),
     ("plan", "generate", "results"),
     ("status_cache",),
-    ("status",),
+    ("status", "progress"),
     ("cli", ""),  # "": the package itself (attnsvm/__init__.py)
 )
 

@@ -1,7 +1,8 @@
-"""The Snakemake workflow: bad configs, extending a sweep, linting, the default sweep.
+"""The Snakemake workflow: bad configs, extending a sweep, linting, crashed blocks.
 
 Configs are the .test config (config/config.yaml shrunk, tests/workflow_helpers.py) with only
-what a test is about overridden."""
+what a test is about overridden. The default sweep end to end (its outputs, report and
+notebook object) is tests/test_quickstart.py's, on the Quickstart's own command line."""
 
 from __future__ import annotations
 
@@ -225,87 +226,6 @@ def test_paper_config_dry_run(repo, tmp_path):
     wd = scratch_workflow(tmp_path)
     proc = snakemake(wd, "--configfile", "config/paper.yaml", "-n", "-q")
     assert proc.returncode == 0, proc.stderr[-3000:]
-
-
-@pytest.mark.slow
-def test_default_sweep_end_to_end_with_report(tmp_path):
-    wd = scratch_workflow(tmp_path)
-    proc = snakemake(wd)
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    rep = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--report", "results/report.html"],
-        cwd=wd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert rep.returncode == 0, rep.stderr[-3000:]
-    assert (wd / "results/report.html").stat().st_size > 100_000
-    import yaml
-
-    from attnsvm.plan import parse_config
-
-    exps = parse_config(yaml.safe_load((REPO / "config/config.yaml").read_text()))
-    for name, exp in exps.items():
-        sweep = xr.open_zarr(wd / f"results/{name}/sweep.zarr")
-        assert list(sweep["status"].dims) == list(exp.axes) + ["seed"]
-        for axis, values in exp.axes.items():
-            assert list(sweep[axis].values) == values
-        counts = json.loads(sweep.attrs["status_counts"])
-        assert sum(counts.values()) == exp.n_cells
-        assert counts["missing"] == 0 and counts["failed"] == 0
-        summary = xr.open_dataset(wd / f"results/{name}/summary.nc")
-        assert int(summary["count_status"].sum()) == exp.n_cells
-        for fig in exp.figures:
-            for ext in ("pdf", "png"):
-                f = wd / f"results/{name}/figures/{fig}.{ext}"
-                assert f.stat().st_size > 5_000, f
-    # every figure of the run passes a reviewer's checks (issue 41; attnsvm.report.figure_check)
-    from attnsvm.report.figure_check import check_experiment
-
-    res = wd / "results"
-    defects = {
-        f"{name}/{fig}": [str(d) for d in found]
-        for name, exp in exps.items()
-        for fig, found in check_experiment(
-            res / name / "sweep.zarr", res / name / "summary.nc", exp.figures
-        ).items()
-        if found
-    }
-    assert not defects, defects
-    e2 = xr.open_dataset(wd / "results/e2_local/summary.nc")
-    assert float(e2["corr_fro_alpha_mean"].sel(param="W")) >= 0.99
-    assert float(e2["corr_nuc_alpha_mean"].sel(param="KQ")) >= 0.99
-    # the report states this run's numbers, versions and configuration (tests/test_report.py
-    # checks two different configs at the level of the captions)
-    from attnsvm import __version__
-    from attnsvm.report.captions import fmt, status_text
-
-    report = (wd / "results/report.html").read_text()
-    assert fmt(e2["corr_fro_alpha_mean"].sel(param="W")) in report
-    for name in exps:
-        summary = xr.open_dataset(wd / f"results/{name}/summary.nc")
-        assert status_text(summary) in report, name
-    assert f"attnsvm {__version__}" in report and "checkpoint_count: 80" in report
-    # the whole run as one object (README, "Open results in a notebook")
-    import attnsvm
-
-    tree = attnsvm.open_results(wd / "results")
-    assert sorted(tree.children) == sorted(exps)
-    blocks = sum(exp.n_blocks for exp in exps.values())
-    assert tree.attrs["blocks"] == blocks and tree.attrs["attnsvm_versions"] == [__version__]
-    for name, exp in exps.items():
-        # every experiment's derive job writes a ledger (empty where it states none); its
-        # rows (a claim's verdict, then its pooled and per-point evidence) name each claim
-        assert sorted(tree[name].children) == ["claims", "summary", "sweep"], name
-        ledger = tree[f"{name}/claims"]
-        assert set(ledger["claim"].values) == {c.name for c in exp.claims}, name
-        assert tree[name].attrs["n_cells"] == exp.n_cells
-        status = tree[f"{name}/sweep"]["status"]
-        assert not status.variable._in_memory  # lazy until used
-        counts = json.loads(tree[name].attrs["status_counts"])
-        assert int((status == 0).sum()) == counts["ok"]
-    xr.testing.assert_identical(tree["e2_local/summary"].to_dataset().load(), e2.load())
 
 
 def test_crashed_block_is_counted_not_lost(tmp_path, monkeypatch):

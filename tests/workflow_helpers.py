@@ -142,8 +142,14 @@ def write_config(path: Path, config: dict) -> Path:
     return path
 
 
+#: Snakemake's job headers (``rule block:`` ... ``jobid: N``), which :func:`executed_jobs`
+#: counts: the profiles' quiet console (``quiet: [rules, host]``) hides them, so a test's run
+#: is quiet about the host only (tests/test_quickstart.py checks the user's quiet console)
+JOB_HEADERS = "--quiet=host"
+
+
 def snakemake_command(*args: str) -> list[str]:
-    """The snakemake command line with the default profile on 2 cores."""
+    """The snakemake command line with the default profile on 2 cores, showing job headers."""
     return [
         sys.executable,
         "-m",
@@ -152,6 +158,7 @@ def snakemake_command(*args: str) -> list[str]:
         "workflow/profiles/default",
         "--cores",
         "2",
+        JOB_HEADERS,
         *args,
     ]
 
@@ -218,3 +225,14 @@ def tiny_results(root: Path, *experiments: str) -> Path:
         write_summary(paths.sweep(name), paths.summary(name))
     write_run_info(config, {name: paths.sweep(name) for name in experiments}, paths.run_info())
     return root
+
+
+def opened_stores(monkeypatch) -> list[str]:
+    """The sweep stores and summaries decoded from now on (attnsvm.open_results decodes each
+    through attnsvm.sweep.skeleton.open_store), in order."""
+    from attnsvm.sweep import skeleton
+
+    opened: list[str] = []
+    open_store = skeleton.open_store
+    monkeypatch.setattr(skeleton, "open_store", lambda p: opened.append(str(p)) or open_store(p))
+    return opened

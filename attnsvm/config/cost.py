@@ -127,6 +127,16 @@ def check_run_cost(c: Cell, memory_bytes: int | None = None) -> str | None:
     return None
 
 
+def format_cpu_time(seconds: float) -> str:
+    """``2.6 CPU-s``, ``4.1 CPU-min``, ``3.2 CPU-h``: a predicted CPU time in a unit that
+    reads (not ``~0.0007 CPU-hours``)."""
+    if seconds < 60:
+        return f"{seconds:.2g} CPU-s"
+    if seconds < 3600:
+        return f"{seconds / 60:.2g} CPU-min"
+    return f"{seconds / 3600:.3g} CPU-h"
+
+
 def format_bytes(n: float) -> str:
     """``745.1 GiB``: a byte count for messages."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

@@ -31,7 +31,7 @@ from typing import Any
 
 from attnsvm.config.cell import Cell
 from attnsvm.config.claims import ClaimModel
-from attnsvm.config.cost import format_bytes, predicted_bytes, predicted_seconds
+from attnsvm.config.cost import format_bytes, format_cpu_time, predicted_bytes, predicted_seconds
 from attnsvm.config.errors import CellError, ConfigError
 from attnsvm.config.schema import (
     DEFAULT_BLOCK_SECONDS,
@@ -438,11 +438,11 @@ def _check_max_cells(total: int, limit: int, default: bool) -> None:
 
 
 def describe_cost(exp: Experiment) -> str:
-    """``16 cells in 2 blocks, largest block ~1.2 MiB, ~0.01 CPU-hours`` (predicted)."""
+    """``16 cells in 2 blocks, largest block ~1.2 MiB, ~36 CPU-s`` (predicted)."""
     most, seconds = exp.predicted_cost()
     return (
         f"{exp.n_cells} cells in {exp.n_blocks} blocks, largest block ~{format_bytes(most)}, "
-        f"~{seconds / 3600:.2g} CPU-hours predicted"
+        f"~{format_cpu_time(seconds)} predicted"
     )
 
 

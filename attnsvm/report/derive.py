@@ -3,9 +3,11 @@
 :func:`write_derived` is the library function of the workflow's ``derive`` rule: once an
 experiment's sweep store is collected, it writes, in this order,
 
-- ``summary.nc`` (:func:`attnsvm.sweep.summary.write_summary`),
-- every figure of the experiment into its figures folder: PDF, PNG and caption
-  (:func:`attnsvm.report.draw.make_figure`),
+- ``summary.nc`` (:func:`attnsvm.sweep.summary.write_summary`), and the skeletons of the
+  sweep and the summary that :func:`attnsvm.open_results` opens them from
+  (:func:`attnsvm.sweep.skeleton.keep_skeletons`; not a derived output: a speed-up),
+- every figure of the experiment into its figures folder: PDF, PNG, caption and its page in
+  the report, the PNG with the caption under it (:func:`attnsvm.report.draw.make_figure`),
 - ``status.html`` (:func:`attnsvm.report.status_table.write_status_table`),
 - ``claims.json`` and ``claims.csv`` (:func:`attnsvm.claims.ledger.write_ledger`),
 
@@ -27,6 +29,7 @@ from attnsvm.logs import stage
 from attnsvm.report.draw import make_figure
 from attnsvm.report.status_table import write_status_table
 from attnsvm.sweep.paths import in_figures
+from attnsvm.sweep.skeleton import keep_skeletons
 from attnsvm.sweep.summary import write_summary
 
 log = logging.getLogger(__name__)
@@ -53,6 +56,7 @@ def write_derived(
     """
     with stage(log, "summary", experiment=experiment):
         write_summary(sweep_path, summary)
+        keep_skeletons(sweep_path, summary)  # attnsvm.open_results's next open reads these
     Path(figures_dir).mkdir(parents=True, exist_ok=True)
     for name in figures:
         with stage(log, f"figure {name}"):
@@ -63,6 +67,7 @@ def write_derived(
                 in_figures(figures_dir, "figure", figure=name, ext="pdf"),
                 in_figures(figures_dir, "figure", figure=name, ext="png"),
                 in_figures(figures_dir, "caption", figure=name),
+                in_figures(figures_dir, "figure", figure=name, ext="html"),
             )
     with stage(log, "status table"):
         write_status_table(summary, status_table)

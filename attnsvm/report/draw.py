@@ -19,6 +19,7 @@ import xarray as xr  # noqa: E402
 
 from attnsvm.atomic import atomic_path  # noqa: E402
 from attnsvm.report.captions import figure_caption, write_caption  # noqa: E402
+from attnsvm.report.figure_page import write_figure_page  # noqa: E402
 from attnsvm.report.figures import figure  # noqa: E402
 from attnsvm.report.style import PNG_DPI, caption_notes  # noqa: E402
 from attnsvm.report.sweepdata import load_summary, load_sweep  # noqa: E402
@@ -43,7 +44,9 @@ def save(fig, pdf_path, png_path) -> None:
             fig.savefig(tmp, format=fmt, **kw)
 
 
-def make_figure(name: str, sweep_path, summary_path, pdf_path, png_path, caption_path=None) -> None:
+def make_figure(
+    name: str, sweep_path, summary_path, pdf_path, png_path, caption_path=None, page_path=None
+) -> None:
     """Draw figure ``name`` from the sweep and summary; write ``pdf_path`` and ``png_path``.
 
     With ``caption_path``, also the figure's report caption (RST): its text, the run's numbers
@@ -72,10 +75,14 @@ def make_figure(name: str, sweep_path, summary_path, pdf_path, png_path, caption
         save(fig, pdf_path, png_path)
         if caption_path is not None:
             write_caption(caption_path, figure_caption(name, summary, caption_notes(fig)))
+            if page_path is not None:
+                title = f"{summary.attrs.get('experiment', '')}: figure {name}".lstrip(": ")
+                write_figure_page(png_path, caption_path, page_path, title)
     finally:
         plt.close(fig)
     if from_files:
         files = [pdf_path, png_path] + ([caption_path] if caption_path is not None else [])
+        files += [page_path] if caption_path is not None and page_path is not None else []
         write_record(record, "figure", str(summary.attrs.get("experiment", "")), files, inputs)
 
 

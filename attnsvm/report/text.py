@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -119,25 +120,56 @@ def cell_summary(res: CellResult) -> str:
 
 
 # ----------------------------------------------------------------------------- report: run info
-def run_info_rst(config: dict[str, Any], sweeps: dict[str, str | os.PathLike]) -> str:
+#: the comment that ends the run section's first part, the line "What ran" at the top of the
+#: report's first page (workflow/report/workflow.rst includes the parts on either side of it)
+RUN_DETAILS_MARK = ".. attnsvm: run details"
+
+
+def _short_commits(text: str) -> str:
+    """``git commit b350c35e48fd...`` -> ``git commit b350c35e48``: a line that fits."""
+    return re.sub(r"\b([0-9a-f]{10})[0-9a-f]{30}\b", r"\1", text)
+
+
+def run_info_rst(
+    config: dict[str, Any],
+    sweeps: dict[str, str | os.PathLike],
+    configfiles: list[str] | None = None,
+) -> str:
     """RST section of the report about this run: versions, commits, cells, configuration.
 
-    ``sweeps``: ``{experiment: sweep.zarr path}``. The attnsvm versions and git commits are
-    those recorded by the block jobs that computed the results (``blocks`` attribute of each
-    sweep store), next to those of the process that wrote this text.
+    ``sweeps``: ``{experiment: sweep.zarr path}``; ``configfiles``: the config files the run
+    read (Snakemake's ``--configfile``). The attnsvm versions and git commits are those
+    recorded by the block jobs that computed the results (``blocks`` attribute of each sweep
+    store), next to those of the process that wrote this text. The text before
+    :data:`RUN_DETAILS_MARK` is one paragraph, "What ran", for the top of the report; after
+    it, the cells per status and the configuration (in a collapsed HTML ``details``).
     """
     computed: Counter[str] = Counter()
     rows, torch_loop = [], {}
+    totals: Counter[str] = Counter()
     for name, path in sweeps.items():
         sweep = xr.open_zarr(path)
         attrs = sweep.attrs
         computed += provenance.computed_by(json.loads(attrs.get("blocks", "{}")))
         counts = json.loads(attrs.get("status_counts", "{}"))
+        totals.update({s: counts.get(s, 0) for s in codes.CELL_STATUS})
         rows.append([name] + [str(counts.get(s, 0)) for s in codes.CELL_STATUS])
         if "device" in sweep:  # cells a field kept out of the fused loop (attnsvm.gd.fused)
             torch_loop[name] = sum(left_fused_loop(str(d)) for d in sweep["device"].values.flat)
     commit_now = provenance.git_commit() or "unknown"
+    by = "; ".join(
+        f"{_short_commits(what)} ({k} block{'s' * (k != 1)})"
+        for what, k in sorted(computed.items())
+    )
+    cells = ", ".join(f"{totals[s]:,} {s}" for s in codes.CELL_STATUS)
+    files = ", ".join(f"``{f}``" for f in configfiles or []) or "the default config"
     lines = [
+        f"**What ran:** {len(sweeps)} experiment{'s' * (len(sweeps) != 1)} of {files}, "
+        f"{sum(totals.values()):,} cells ({cells}), results in "
+        f"``{config.get('results', 'results')}/``; computed by {by or 'no finished block yet'}.",
+        "",
+        RUN_DETAILS_MARK,
+        "",
         "This run",
         "--------",
         "",
@@ -165,24 +197,35 @@ def run_info_rst(config: dict[str, Any], sweeps: dict[str, str | os.PathLike]) -
         lines += ["", "Cells trained in the torch loop, outside the fused loop (a field their "
                   "model does not declare for it; docs/extending.md): " + ", ".join(
                       f"{k} {v}" for k, v in torch_loop.items() if v) + "."]  # fmt: skip
-    text = yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=100)
+    # UTF-8 as written (allow_unicode): "§4", not the escape "\xA74"
+    text = yaml.safe_dump(
+        config, sort_keys=False, default_flow_style=None, width=100, allow_unicode=True
+    )
     lines += [
         "",
         "Configuration",
         "-------------",
         "",
         "The configuration that produced this report (after Snakemake merged the config files "
-        "and ``--config`` overrides):",
+        f"and ``--config`` overrides; {files}), collapsed: click to open it.",
+        "",
+        ".. raw:: html",
+        "",
+        "   <details class='attnsvm-config'><summary>configuration (YAML)</summary>",
         "",
         "::",
         "",
     ]
     lines += ["    " + ln for ln in text.splitlines()]
+    lines += ["", ".. raw:: html", "", "   </details>"]
     return "\n".join(lines) + "\n"
 
 
 def write_run_info(
-    config: dict[str, Any], sweeps: dict[str, str | os.PathLike], out: str | os.PathLike
+    config: dict[str, Any],
+    sweeps: dict[str, str | os.PathLike],
+    out: str | os.PathLike,
+    configfiles: list[str] | None = None,
 ) -> Path:
     """Write :func:`run_info_rst` to ``out`` atomically (workflow rule ``run_info``), then its
     digest record (inputs: every experiment's sweep digest; docs/store.md, "Derived
@@ -190,6 +233,6 @@ def write_run_info(
     record = record_of(out)
     record.unlink(missing_ok=True)
     inputs = run_info_inputs(sweeps)
-    path = write_text_atomic(out, run_info_rst(config, sweeps))
+    path = write_text_atomic(out, run_info_rst(config, sweeps, configfiles))
     write_record(record, "run_info", "", [path], inputs)
     return path

@@ -22,6 +22,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -257,3 +258,59 @@ def nan_quantiles(values: np.ndarray, qs: Sequence[float], axis: int = 0) -> lis
                 r = np.nanquantile(safe, q, axis=axis)
         out.append(np.where(all_nan, np.nan, r))
     return out
+
+
+class _CheckedArray(xr.backends.BackendArray):
+    """A summary variable whose first read runs the summary's deferred check first."""
+
+    def __init__(self, inner: Any, check: Any):
+        self.inner, self.check = inner, check
+        self.shape, self.dtype = inner.shape, inner.dtype
+
+    def __getitem__(self, key: Any) -> Any:
+        self.check()
+        return self.inner[key]
+
+
+class _CheckedStore(xr.backends.NetCDF4DataStore):
+    """The summary's store: every variable but the dimension coordinates and ``iteration``
+    (read at once for the indexes, :func:`by_iteration`) runs ``check`` before its first
+    read."""
+
+    def __init__(self, image: Any, check: Any):
+        super().__init__(image)
+        self._check = check
+
+    def open_store_variable(self, name: str, var: Any) -> xr.Variable:
+        variable = super().open_store_variable(name, var)
+        if name in var.dimensions or name == "iteration":
+            return variable
+        data = variable._data
+        wrapped = xr.core.indexing.LazilyIndexedArray(_CheckedArray(data.array, self._check))
+        return xr.Variable(variable.dims, wrapped, variable.attrs, variable.encoding)
+
+
+def open_summary_image(path: str | os.PathLike, chunks: Any = None) -> xr.Dataset:
+    """The summary at ``path`` decoded lazily from an image of the file in memory (no file
+    handle stays open: a rerun's derive job can replace the file, and netCDF-C / HDF5 trip
+    over one file opened and closed several times in a process); its own checksum
+    (:data:`CHECKSUM_ATTR`) is checked when its first variable other than the indexes and
+    ``iteration`` is read, once: a mismatch raises
+    :class:`~attnsvm.sweep.integrity.StoreError` naming the file."""
+    import netCDF4  # xarray's own netCDF backend library; only the summary needs it
+
+    path = Path(path)
+
+    image = netCDF4.Dataset(path.name, mode="r", memory=path.read_bytes())
+    checked: list[bool] = []
+
+    def check() -> None:
+        if checked:
+            return
+        # every value once, through an uncached view of the same image
+        view = xr.open_dataset(xr.backends.NetCDF4DataStore(image), cache=False)
+        if data_checksum(view) != view.attrs.get(CHECKSUM_ATTR):
+            raise StoreError(path, f"its data do not match its own checksum ({CHECKSUM_ATTR})")
+        checked.append(True)
+
+    return xr.open_dataset(_CheckedStore(image, check), chunks=chunks)

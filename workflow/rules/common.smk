@@ -11,8 +11,9 @@ import time
 import attnsvm
 from attnsvm.config.files import check_config_files, check_results_dir
 from attnsvm.config.errors import ConfigError
-from attnsvm.sweep.environment import EnvironmentVariableError, check_environment
 from attnsvm.plan import Plan, failure_report, lock_results, unlock_results
+from attnsvm.progress import print_last, start_status_lines, verdict_line
+from attnsvm.sweep.environment import EnvironmentVariableError, check_environment
 from attnsvm.sweep.lock import ResultsInUseError
 
 STARTED = time.time()
@@ -46,6 +47,9 @@ if workflow.is_main_process:
     # so that Snakemake recomputes them (docs/store.md, "Integrity")
     for warning in PLAN.repair(dry_run=dry_run):
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
+    # one `attnsvm status` line a minute (time left), while the jobs run
+    if not dry_run and workflow.configfiles:
+        start_status_lines(PLAN.results, workflow.configfiles[-1])
 
 
 wildcard_constraints:
@@ -112,11 +116,14 @@ def figure_labels(wildcards):
 
 
 # The results lock (taken above, at parse time) is released at the end of the workflow; a run
-# in which a block job failed ends non-zero, counting them (attnsvm.sweep.failed).
+# in which a block job failed ends non-zero, counting them (attnsvm.sweep.failed); a
+# successful run ends on its verdicts: "N PASS, M FAIL, K INCONCLUSIVE; report: ...".
 onsuccess:
     unlock_results(PLAN)
-    if failure_report(PLAN, STARTED):
-        sys.exit(f"attnsvm: {failure_report(PLAN, STARTED)}")
+    failures = failure_report(PLAN, STARTED)
+    if failures:
+        sys.exit(f"attnsvm: {failures}")
+    print_last(verdict_line(PLAN.claims_ledgers(), PLAN.results))
 
 
 onerror:

@@ -14,6 +14,7 @@ rule run_info:
         "../envs/attnsvm.yaml"
     params:
         config=config,
+        configfiles=[str(f) for f in workflow.configfiles],
         experiments=list(PLAN.experiments),
         version=attnsvm.__version__,
     script:
@@ -37,7 +38,7 @@ rule claims_page:
         "../envs/attnsvm.yaml"
     params:
         experiments=list(PLAN.experiments),
-        figures=PLAN.figure_pngs(),
+        figures=PLAN.figure_pages(),
         version=attnsvm.__version__,
     script:
         "../scripts/claims_page.py"

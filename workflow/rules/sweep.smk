@@ -50,10 +50,11 @@ rule derive:
         sweep=rules.collect.output.sweep,
     output:
         summary=path("summary"),
-        # the figures folder: every figure's PDF, PNG, caption and digest record
+        # the figures folder: every figure's PDF, PNG, caption, page and digest record; the
+        # report lists the pages (the PNG with this run's numbers under it)
         figures=report(
             directory(path("figures")),
-            patterns=["{figure}.png"],
+            patterns=["{figure}.html"],
             caption="../report/figure.rst",
             category=report_category,
             subcategory="{experiment}",

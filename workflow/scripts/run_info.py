@@ -11,4 +11,5 @@ call(
     dict(snakemake.params.config),  # noqa: F821
     {e: str(p) for e, p in zip(snakemake.params.experiments, snakemake.input.sweeps)},  # noqa: F821, B905
     str(snakemake.output.rst),  # noqa: F821
+    [str(f) for f in snakemake.params.configfiles],  # noqa: F821
 )
