@@ -453,6 +453,7 @@ def _check_config(path: str) -> int:
         return _error(f"{path}: {err}")
     for name, exp in plan.experiments.items():
         print(f"{name}: {describe_cost(exp)}, figures {', '.join(exp.figures) or '-'}")
+    _claims_design(plan)
     exps = plan.experiments.values()
     cells, blocks = sum(e.n_cells for e in exps), sum(e.n_blocks for e in exps)
     print(
@@ -461,7 +462,6 @@ def _check_config(path: str) -> int:
     )
     for warning in plan.cost_warnings(local=True, cores=None):
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
-    _claims_design(plan)
     print(f"OK: {path} is a valid config")
     return 0
 

@@ -627,6 +627,18 @@ def test_the_family_wise_gate_is_holms():
     assert fail_p(reader, far, "x") < fail_p(reader, near, "x") <= 0.05
 
 
+def test_a_variable_the_store_lacks_is_one_line_not_a_traceback():
+    """Results of an earlier attnsvm lack a variable a claim (or its baseline) reads: the
+    reader raises a ValueError naming it, which `attnsvm claims` prints as one line."""
+    from attnsvm.claims.evaluate import MissingVariableError, _Reader
+
+    sweep = synthetic({2: 0.95}, 5).drop_vars("corr_fro_alpha")
+    (claim,) = claims({"name": "c", "variable": "corr_fro_alpha", "op": ">=", "threshold": 0.9})
+    with pytest.raises(ValueError, match="has no variable 'corr_fro_alpha'") as err:
+        evaluate_claim(_Reader(sweep), claim, "x")
+    assert isinstance(err.value, MissingVariableError) and "\n" not in str(err.value)
+
+
 # ----------------------------------------------------------------------------- on disk, CLI
 def tiny_config(results: Path, threshold: float) -> dict:
     return {

@@ -273,3 +273,16 @@ def test_a_full_disk_leaves_no_empty_lock(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space left"):
         lock_experiments(tmp_path, ["x"])
     assert not (tmp_path / "x" / LOCK_NAME).exists()
+
+
+def test_the_report_names_config_files_relative_to_the_workflow(tmp_path, monkeypatch):
+    """Snakemake hands the config files over absolute; the report's run_info params name them
+    relative to the working directory, so a moved or cloned run reruns nothing, and a file
+    outside it keeps its path."""
+    from attnsvm.config.files import config_file_names
+
+    (tmp_path / "config").mkdir()
+    monkeypatch.chdir(tmp_path)
+    outside = tmp_path.parent / "elsewhere.yaml"
+    names = config_file_names([tmp_path / "config" / "a.yaml", "b.yaml", outside])
+    assert names == ["config/a.yaml", "b.yaml", str(outside)]

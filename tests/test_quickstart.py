@@ -405,6 +405,28 @@ COVERAGE: dict[str, Cover] = {
     "attnsvm claims --configfile <that config>": Cover(
         "attnsvm claims --configfile config/config.yaml", "<that config>: this run's", (0, 1)
     ),
+    "attnsvm check-config config/config.yaml": Cover(),
+    "attnsvm claims --calibrate": Cover(),
+    "attnsvm claims --calibrate [--json]": Cover("attnsvm claims --calibrate --json"),
+    "attnsvm claims --calibrate --write": Cover(
+        "true",
+        "regenerates the stored table (hours of simulation): tests/test_calibration.py"
+        " recomputes cases of it and compares them exactly",
+    ),
+    "attnsvm claims [--configfile config/paper.yaml]": Cover(
+        "attnsvm claims", "[...]: this run's config (the paper's refuses here, above)", (0, 1)
+    ),
+    "python bench/bench_svm_routes.py": Cover(
+        "python bench/bench_svm_routes.py --help",
+        "a benchmark (minutes): its options",
+        in_repo=True,
+    ),
+    "snakemake --workflow-profile workflow/profiles/default --cores 2 [--configfile "
+    "config/paper.yaml]": Cover(
+        "snakemake --workflow-profile workflow/profiles/default --cores 2 --configfile"
+        " config/paper.yaml --dry-run",
+        _PAPER,
+    ),
     # docs/store.md
     "attnsvm status --failed-paths": Cover(),
     "attnsvm open": Cover(),

@@ -17,7 +17,13 @@ from types import SimpleNamespace
 import yaml
 from snakemake_executor_plugin_slurm.utils import set_gres_string
 
-from tests.workflow_helpers import expected_blocks, one_experiment, scratch_workflow, write_config
+from tests.workflow_helpers import (
+    JOB_HEADERS,
+    expected_blocks,
+    one_experiment,
+    scratch_workflow,
+    write_config,
+)
 
 EXP = "e2_local"
 
@@ -48,6 +54,7 @@ def test_dry_run_with_slurm_profile_requests_one_gpu_per_block(tmp_path):
     cmd = [sys.executable, "-m", "snakemake", f"{config['results']}/{EXP}/sweep.zarr", "-n"]
     cmd += ["--workflow-profile", "workflow/profiles/slurm", "--configfile", "c.yaml"]
     cmd += ["--slurm-no-account"]  # nothing is submitted; no sacctmgr on this machine
+    cmd += [JOB_HEADERS]  # each job's rule and resources, which the quiet profile leaves out
     proc = subprocess.run(cmd, cwd=wd, capture_output=True, text=True, timeout=300)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]

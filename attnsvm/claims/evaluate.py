@@ -35,6 +35,14 @@ EXCLUDED = ("failed", "nonfinite", "missing", "not_given", "no_value")
 _SVM_PREFIXES = ("corr_", "rank_", "erank_", "objective_", "feasible_", "mratio_")
 
 
+class MissingVariableError(KeyError, ValueError):
+    """A claim reads a variable its sweep store lacks (results of an earlier attnsvm): one
+    line for ``attnsvm claims``, which names the store (a ValueError), never a traceback."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 @dataclass
 class Sample:
     """The cells of one grid point: the values used (``seeds``: the index of each value's
@@ -124,7 +132,10 @@ class _Reader:
         """Floats of a numeric variable, or code names (object) of a categorical one."""
         if name not in self._cache:
             if name not in self.sweep:
-                raise KeyError(f"the sweep store has no variable {name!r}")
+                raise MissingVariableError(
+                    f"has no variable {name!r}: it was computed by an attnsvm that did not "
+                    "write it; recompute this experiment's blocks (docs/resume.md)"
+                )
             if name in CATEGORICAL:
                 raw = _array(self.sweep, name)
                 table = CATEGORICAL[name]

@@ -139,6 +139,21 @@ def load_config_file(path: str | os.PathLike) -> Any:
     return load_config_text(read_config_text(path), str(path))
 
 
+def config_file_names(paths: Iterable[str | os.PathLike]) -> list[str]:
+    """The config files of a run as the report names them: relative to the working directory
+    where they lie under it (Snakemake hands them over absolute), so that a results directory
+    moved or cloned with its workflow keeps its run_info params and reruns nothing."""
+    here = Path.cwd()
+    out = []
+    for p in paths:
+        path = Path(p)
+        try:
+            out.append(str(path.resolve().relative_to(here.resolve())))
+        except ValueError:
+            out.append(str(path))
+    return out
+
+
 def check_config_files(paths: Iterable[str | os.PathLike]) -> None:
     """Re-read config files another loader (Snakemake's) already parsed, to catch duplicate
     keys, binary content and alias bombs it lets through."""

@@ -9,7 +9,11 @@ import sys
 import time
 
 import attnsvm
-from attnsvm.config.files import check_config_files, check_results_dir
+from attnsvm.config.files import (
+    check_config_files,
+    check_results_dir,
+    config_file_names,
+)
 from attnsvm.config.errors import ConfigError
 from attnsvm.plan import Plan, failure_report, lock_results, unlock_results
 from attnsvm.progress import print_last, start_status_lines, verdict_line

@@ -14,7 +14,7 @@ rule run_info:
         "../envs/attnsvm.yaml"
     params:
         config=config,
-        configfiles=[str(f) for f in workflow.configfiles],
+        configfiles=config_file_names(workflow.configfiles),
         experiments=list(PLAN.experiments),
         version=attnsvm.__version__,
     script:

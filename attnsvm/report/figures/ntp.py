@@ -85,12 +85,10 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     ax_c.set_xlabel("iteration $k$")
     ax_c.set_ylabel("corr")
     style.panel_label(ax_c, "a", "direction")
-    handles, _ = ax_c.get_legend_handles_labels()
-    handles += [
-        Line2D([], [], color="0.3", label=r"corr with $W_{svm}$"),
-        Line2D([], [], color="0.3", ls="--", lw=1.0, label=r"with $W_{fin} + R\,\hat W_{svm}$"),
+    styles = [
+        Line2D([], [], color="0.3", label=r"(a) corr with $W_{svm}$"),
+        Line2D([], [], color="0.3", ls="--", lw=1.0, label=r"(a) with $W_{fin} + R\,\hat W_{svm}$"),
     ]
-    style.legend(ax_c, handles=handles, loc="lower right")
     ax_f.set_xscale("log")
     ax_f.set_yscale("log")
     if not ax_f.get_lines():
@@ -98,7 +96,9 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     ax_f.set_xlabel("iteration $k$")
     ax_f.set_ylabel(r"$\|\Pi_{S_{fin}} W(k) - W_{fin}\|_F$")
     style.panel_label(ax_f, "b", "finite part vs $W_{fin}$")
-    style.legend(ax_f, loc="upper right")
+    # one legend above the panels for (a) and (b), never across a curve (the graphs share
+    # their colours in both panels)
+    style.outside_legend(fig, [ax_c, ax_f], loc="outside upper center", ncol=5, extra=styles)
     _scc_bars(ax_s, summary, gens)
     style.add_notes(fig, notes)
     return fig
