@@ -29,7 +29,7 @@ from attnsvm.tasks import metrics as M
 from attnsvm.tasks.cache import SolveCache
 from attnsvm.tasks.measure import LINEAR_SVMS
 from attnsvm.tasks.result import CellResult, blank_result
-from attnsvm.tasks.trajectory import nonfinite_message, train_group
+from attnsvm.tasks.trajectory import record_training, train_group
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +77,11 @@ def run_multihead_group(
     arrays = {k: np.stack([getattr(ds, k) for ds in datasets]) for k in ("X", "Y", "Z", "v")}
     init = {k: np.stack([ini[k] for ini in inits]) for k in inits[0]}
     tr, error = train_group("multi_head", cells, arrays, init, device, progress)
-    C = len(c0.checkpoints())
     results = []
     for s, (cell, ds) in enumerate(zip(cells, datasets, strict=True)):
-        opt = optimal_tokens(ds)
-        res = blank_result(cell, ds, C)
-        res.alpha, res.opt = opt.copy(), opt
-        if tr is None:
-            res.status, res.message = "failed", f"training failed: {error}"
-        else:
+        res = blank_result(cell, ds, c0.checkpoints(), optimal_tokens(ds))
+        record_training(res, tr, s, error)
+        if tr is not None:
             try:
                 _measure(res, tr, s, cache)
             except Exception:
@@ -101,22 +97,22 @@ def _per_head(res, Wk: np.ndarray, sk: np.ndarray, cache) -> dict[str, np.ndarra
     cell, ds = res.cell, res.data
     solve = solve_frobenius if cell.param == "W" else solve_nuclear
     gamma = token_scores(ds)
-    H, (C, d) = Wk.shape[1], (len(Wk), cell.d)
     out = {k: [] for k in HEAD_DIMS}
-    for h in range(H):
+    for h in range(Wk.shape[1]):
         alpha = M.selected_tokens(sk[-1, h])
         cons = att_svm_constraints(ds.X, ds.Z, alpha)
         svm = cache.solve(solve, cons, cell.svm_route)
-        curve = M.corr_batch(Wk[:, h], svm.W[None]) if svm.solved else np.full(C, np.nan)
-        local = svm.solved and is_locally_optimal(cons, svm.W, gamma, alpha, cell.support_tol)
+        W = svm.W if svm.solved else None
+        curve = M.corr_curve(Wk[:, h], W)
+        local = W is not None and is_locally_optimal(cons, W, gamma, alpha, cell.support_tol)
         out["head_alpha"].append(alpha)
         out["head_alpha_is_opt"].append(float(np.array_equal(alpha, res.opt)))
         out["head_locally_optimal"].append(float(local))
         out["head_corr"].append(curve[-1])
         out["head_wnorm"].append(np.linalg.norm(Wk[-1, h]))
-        out["head_svm_objective"].append(svm.objective if svm.solved else np.nan)
+        out["head_svm_objective"].append(np.nan if W is None else svm.objective)
         out["head_W"].append(Wk[-1, h])
-        out["head_svm_W"].append(svm.W if svm.solved else np.full((d, d), np.nan))
+        out["head_svm_W"].append(np.full((cell.d, cell.d), np.nan) if W is None else W)
         out["head_curve_corr"].append(curve)
     return {k: np.asarray(v) for k, v in out.items()}
 
@@ -136,12 +132,7 @@ def _measure(res, tr, s: int, cache) -> None:
     Wk, sk = tr.W[s], tr.softmax[s]  # (C, H, d, d), (C, H, n, T)
     H = Wk.shape[1]
     res.W, res.softmax = Wk.sum(1) / H, sk.sum(1) / H  # mean head; the output's token weights
-    res.loss, res.wnorm, res.device = tr.loss[s], tr.wnorm[s], tr.device
     res.alpha = M.selected_tokens(res.softmax[-1])
-    res.timings["train"] = tr.seconds / tr.W.shape[0]
-    if not tr.finite[s]:
-        res.status = "nonfinite"
-        res.message = nonfinite_message(tr.nonfinite_iteration[s])
     heads = res.heads = _per_head(res, Wk, sk, cache)
     res.timings["solve"] = time.perf_counter() - t0
     solved = [w if np.isfinite(w).all() else None for w in heads["head_svm_W"]]

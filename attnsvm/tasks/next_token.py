@@ -24,7 +24,7 @@ from attnsvm.tasks import metrics as M
 from attnsvm.tasks.cache import SolveCache
 from attnsvm.tasks.measure import feasible_flag
 from attnsvm.tasks.result import CellResult, blank_result
-from attnsvm.tasks.trajectory import nonfinite_message, train_group
+from attnsvm.tasks.trajectory import record_training, train_group
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,7 @@ def trajectory_curves(W: np.ndarray, svm, fin, basis: np.ndarray) -> dict[str, n
     W_pred(k) = W_fin + R(k) W_svm / ||W_svm|| (docs/science.md §8)."""
     nan = np.full(len(W), np.nan)
     out = {"corr_ntp_svm": nan, "corr_ntp_pred": nan, "fin_dist": nan, "fin_dist_rel": nan}
-    if svm.solved:
-        out["corr_ntp_svm"] = M.corr_batch(W, svm.W[None])
+    out["corr_ntp_svm"] = M.corr_curve(W, svm.W if svm.solved else None)
     if fin.solved and basis.shape[0]:  # NaN without a cyclic subspace (acyclic graphs)
         out["fin_dist"] = np.linalg.norm(project(basis, W) - fin.W, axis=(-2, -1))
         wn = np.linalg.norm(fin.W)
@@ -122,14 +121,15 @@ def run_ntp_group(
         tr, train_error = train_group("next_token", [cells[i] for i in good], arrays, init,
                                       device, progress)  # fmt: skip
     results = []
-    for i, cell in enumerate(cells):
-        p = prepared[i]
+    for i, (cell, p) in enumerate(zip(cells, prepared, strict=True)):
         data = _as_dataset(p.data) if p else Dataset(*_nan_data(cell.n, cell.T, cell.d))
-        res = blank_result(cell, data, len(cell.checkpoints()))
-        if p is None or train_error or tr is None:
-            res.status, res.message = "failed", errors[i] or f"training failed: {train_error}"
+        res = blank_result(cell, data, cell.checkpoints())
+        if p is None:
+            res.status, res.message = "failed", errors[i]
         else:
-            _measure(res, p, tr, good.index(i))
+            record_training(res, tr, good.index(i), train_error)
+            if tr is not None:
+                _measure(res, p)
         results.append(res)
     return results
 
@@ -147,18 +147,12 @@ SCALARS = (
 )  # fmt: skip
 
 
-def _measure(res, p: _Prepared, tr, s: int) -> None:
-    """Trajectory, SVMs, curves and scalars of seed ``s`` of the trained group."""
+def _measure(res, p: _Prepared) -> None:
+    """SVMs, curves and scalars of a trained cell (its trajectory recorded)."""
     t0 = time.perf_counter()
-    res.W, res.softmax, res.loss, res.wnorm = tr.W[s], tr.softmax[s], tr.loss[s], tr.wnorm[s]
-    res.device = tr.device
-    res.timings["train"] = tr.seconds / tr.W.shape[0]
     res.timings["solve"] = p.seconds
     res.opt = p.data.label_position
     res.alpha = M.selected_tokens(res.softmax[-1])
-    if not tr.finite[s]:
-        res.status = "nonfinite"
-        res.message = nonfinite_message(tr.nonfinite_iteration[s])
     res.svms = {"ntp_svm": p.svm, "ntp_fin": p.fin}
     curves = trajectory_curves(res.W, p.svm, p.fin, p.basis)
     curves["scc_mass"] = scc_mass(res.softmax, p.data, p.graphs)
