@@ -249,9 +249,7 @@ def _measure_trajectory(res: CellResult, cons: dict, gamma: np.ndarray, alpha_is
     cell, sc = res.cell, res.scalars
     t1 = time.perf_counter()
     Wk = res.W
-    res.curves["softmax_mass"] = M.softmax_mass(res.softmax)
-    res.curves["loss"] = res.loss
-    res.curves["wnorm"] = res.wnorm
+    trajectory_scalars(res)
     for key, r in res.svms.items():
         res.curves[f"corr_{key}"] = M.corr_curve(Wk, _solution(r))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -260,9 +258,6 @@ def _measure_trajectory(res: CellResult, cons: dict, gamma: np.ndarray, alpha_is
     W_gd = Wk[-1]
     sc["rank_gd"] = M.rank(W_gd, cell.rank_tol)
     sc["erank_gd"] = M.effective_rank(W_gd)
-    sc["softmax_mass"] = float(res.curves["softmax_mass"][-1])
-    sc["wnorm"] = float(res.wnorm[-1])
-    sc["loss"] = float(res.loss[-1])
     saturated = M.is_saturated(res.softmax[-1], cell.saturation_tol)
     sc["saturated"] = float(saturated)
     for key in res.svms:
@@ -274,17 +269,7 @@ def _measure_trajectory(res: CellResult, cons: dict, gamma: np.ndarray, alpha_is
         local = matching.solved and is_locally_optimal(
             cons["alpha"], matching.W, gamma, res.alpha, cell.support_tol
         )
-        sc["locally_optimal"] = float(local)
-        sc["corr_matching"] = sc[f"corr_{norm}_alpha"]
-        sc["corr_converged"] = float(M.corr_converged(sc["corr_matching"], cell.corr_threshold))
-        res.convergence = M.selection_type(alpha_is_opt=alpha_is_opt, locally_optimal=local)
-        res.convergence_strict = M.convergence_type(
-            saturated=saturated,
-            alpha_is_opt=alpha_is_opt,
-            locally_optimal=local,
-            correlation=sc["corr_matching"],
-            threshold=cell.corr_threshold,
-        )
+        record_convergence(res, alpha_is_opt, local, saturated, sc[f"corr_{norm}_alpha"])
         if cell.param == "KQ" and cell.m is not None and cell.m < cell.d:
             _low_rank(res, cons["alpha"])
         if res.head is not None:
@@ -296,6 +281,31 @@ def _measure_trajectory(res: CellResult, cons: dict, gamma: np.ndarray, alpha_is
     else:
         _general_head(res, W_gd)
     res.timings["metrics"] = time.perf_counter() - t1
+
+
+def trajectory_scalars(res: CellResult, mass: np.ndarray | None = None) -> None:
+    """The curves softmax_mass (``mass``, default :func:`M.softmax_mass` of the softmax), loss
+    and wnorm of a trained cell and their last values (docs/science.md §5)."""
+    mass = M.softmax_mass(res.softmax) if mass is None else mass
+    res.curves.update(softmax_mass=mass, loss=res.loss, wnorm=res.wnorm)
+    res.scalars.update({k: float(res.curves[k][-1]) for k in ("softmax_mass", "wnorm", "loss")})
+
+
+def record_convergence(
+    res: CellResult, alpha_is_opt: bool, local: bool, saturated: bool, correlation: float
+) -> None:
+    """The convergence types of a trained cell (docs/science.md §5) from whether GD's
+    selection is opt, is locally optimal (``local``), the softmax saturated, and the
+    ``correlation`` of W with the SVM of its selection; with the scalars locally_optimal,
+    corr_matching and corr_converged."""
+    cell, sc = res.cell, res.scalars
+    sc["locally_optimal"], sc["corr_matching"] = float(local), correlation
+    sc["corr_converged"] = float(M.corr_converged(correlation, cell.corr_threshold))
+    res.convergence = M.selection_type(alpha_is_opt=alpha_is_opt, locally_optimal=local)
+    res.convergence_strict = M.convergence_type(
+        saturated=saturated, alpha_is_opt=alpha_is_opt, locally_optimal=local,
+        correlation=correlation, threshold=cell.corr_threshold,
+    )  # fmt: skip
 
 
 def _rates(res: CellResult) -> None:

@@ -27,7 +27,7 @@ from attnsvm.svm.constraints import att_svm_constraints
 from attnsvm.tasks import Task
 from attnsvm.tasks import metrics as M
 from attnsvm.tasks.cache import SolveCache
-from attnsvm.tasks.measure import LINEAR_SVMS
+from attnsvm.tasks.measure import LINEAR_SVMS, record_convergence, trajectory_scalars
 from attnsvm.tasks.result import CellResult, blank_result
 from attnsvm.tasks.trajectory import record_training, train_group
 
@@ -137,26 +137,17 @@ def _measure(res, tr, s: int, cache) -> None:
     res.timings["solve"] = time.perf_counter() - t0
     solved = [w if np.isfinite(w).all() else None for w in heads["head_svm_W"]]
     res.curves["corr_matching"] = stacked_corr(Wk, solved)
-    res.curves["softmax_mass"] = np.stack([M.softmax_mass(sk[:, h]) for h in range(H)]).mean(0)
-    res.curves.update(loss=res.loss, wnorm=res.wnorm)
+    trajectory_scalars(res, np.stack([M.softmax_mass(sk[:, h]) for h in range(H)]).mean(0))
     all_opt = bool(heads["head_alpha_is_opt"].all())
     all_local = bool(heads["head_locally_optimal"].all())
     saturated = all(M.is_saturated(sk[-1, h], cell.saturation_tol) for h in range(H))
-    sc.update(alpha_is_opt=float(all_opt), locally_optimal=float(all_local))
-    sc["saturated"] = float(saturated)
-    sc["corr_matching"] = float(res.curves["corr_matching"][-1])
-    sc["corr_converged"] = float(M.corr_converged(sc["corr_matching"], cell.corr_threshold))
-    sc["softmax_mass"] = float(res.curves["softmax_mass"][-1])
-    sc["loss"], sc["wnorm"] = float(res.loss[-1]), float(res.wnorm[-1])
+    sc.update(alpha_is_opt=float(all_opt), saturated=float(saturated))
+    corr = float(res.curves["corr_matching"][-1])
+    record_convergence(res, all_opt, all_local, saturated, corr)
     sc["head_corr_min"] = float(np.min(heads["head_corr"]))
     sc["head_corr_mean"] = float(np.mean(heads["head_corr"]))
     sc["head_agreement"] = agreement(heads["head_alpha"])
     sc["head_global_share"] = float(heads["head_alpha_is_opt"].mean())
-    res.convergence = M.selection_type(alpha_is_opt=all_opt, locally_optimal=all_local)
-    res.convergence_strict = M.convergence_type(
-        saturated=saturated, alpha_is_opt=all_opt, locally_optimal=all_local,
-        correlation=sc["corr_matching"], threshold=cell.corr_threshold,
-    )  # fmt: skip
     res.timings["metrics"] = time.perf_counter() - t0 - res.timings["solve"]
 
 

@@ -22,7 +22,7 @@ from attnsvm.ntp.wfin import solve_wfin
 from attnsvm.tasks import Task
 from attnsvm.tasks import metrics as M
 from attnsvm.tasks.cache import SolveCache
-from attnsvm.tasks.measure import feasible_flag
+from attnsvm.tasks.measure import feasible_flag, trajectory_scalars
 from attnsvm.tasks.result import CellResult, blank_result
 from attnsvm.tasks.trajectory import record_training, train_group
 
@@ -156,8 +156,8 @@ def _measure(res, p: _Prepared) -> None:
     res.svms = {"ntp_svm": p.svm, "ntp_fin": p.fin}
     curves = trajectory_curves(res.W, p.svm, p.fin, p.basis)
     curves["scc_mass"] = scc_mass(res.softmax, p.data, p.graphs)
-    curves.update(softmax_mass=M.softmax_mass(res.softmax), loss=res.loss, wnorm=res.wnorm)
     res.curves.update(curves)
+    trajectory_scalars(res)
     sc = res.scalars
     sc.update(graph_scalars(p.graphs, p.cons))
     for key in ("corr_ntp_svm", "corr_ntp_pred", "fin_dist", "fin_dist_rel", "scc_mass"):
@@ -165,8 +165,6 @@ def _measure(res, p: _Prepared) -> None:
     for key, r in res.svms.items():
         sc[f"objective_{key}"] = r.objective if r.solved else np.nan
         sc[f"feasible_{key}"] = feasible_flag(r)
-    sc["loss"], sc["wnorm"] = float(res.loss[-1]), float(res.wnorm[-1])
-    sc["softmax_mass"] = float(curves["softmax_mass"][-1])
     res.timings["metrics"] = time.perf_counter() - t0
 
 
