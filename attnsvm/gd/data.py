@@ -211,14 +211,13 @@ def stack_cells(cells: Sequence[Cell]) -> dict:
     return stack_batch([make_dataset(c) for c in cells], [make_init(c) for c in cells])
 
 
+def stack_seeds(items: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The arrays of every seed's ``items`` (the same names), stacked on a leading seed axis."""
+    return {k: np.stack([item[k] for item in items]) for k in items[0]}
+
+
 def stack_batch(datasets: Sequence, inits: Sequence[dict[str, np.ndarray]]) -> dict:
     """Datasets and initializations stacked on a leading seed axis (keys of train_batch)."""
-    V = None if datasets[0].V is None else np.stack([ds.V for ds in datasets])
-    return {
-        "X": np.stack([ds.X for ds in datasets]),
-        "Y": np.stack([ds.Y for ds in datasets]),
-        "Z": np.stack([ds.Z for ds in datasets]),
-        "v": np.stack([ds.v for ds in datasets]),
-        "V": V,
-        "init": {k: np.stack([ini[k] for ini in inits]) for k in inits[0]},
-    }
+    out = stack_seeds([{k: getattr(ds, k) for k in ("X", "Y", "Z", "v")} for ds in datasets])
+    out["V"] = None if datasets[0].V is None else np.stack([ds.V for ds in datasets])
+    return {**out, "init": stack_seeds(inits)}

@@ -20,6 +20,7 @@ from attnsvm.gd.data import (
     make_dataset,
     make_init,
     optimal_tokens,
+    stack_batch,
     token_scores,
 )
 from attnsvm.svm import is_locally_optimal, solve_frobenius, solve_nuclear
@@ -74,9 +75,9 @@ def run_multihead_group(
     c0 = cells[0]
     datasets = [make_dataset(c) for c in cells]
     inits = [head_inits(make_init(c), c.seed, c.heads, c.init) for c in cells]
-    arrays = {k: np.stack([getattr(ds, k) for ds in datasets]) for k in ("X", "Y", "Z", "v")}
-    init = {k: np.stack([ini[k] for ini in inits]) for k in inits[0]}
-    tr, error = train_group("multi_head", cells, arrays, init, device, progress)
+    b = stack_batch(datasets, inits)
+    arrays = {k: b[k] for k in ("X", "Y", "Z", "v")}
+    tr, error = train_group("multi_head", cells, arrays, b["init"], device, progress)
     results = []
     for s, (cell, ds) in enumerate(zip(cells, datasets, strict=True)):
         res = blank_result(cell, ds, c0.checkpoints(), optimal_tokens(ds))

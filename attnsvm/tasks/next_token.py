@@ -14,7 +14,7 @@ import traceback
 import numpy as np
 
 from attnsvm.config.cell import Cell
-from attnsvm.gd.data import Dataset, make_init
+from attnsvm.gd.data import Dataset, make_init, stack_seeds
 from attnsvm.ntp.data import NTPData, make_ntp_data
 from attnsvm.ntp.graph import PriorityGraphs, priority_graphs
 from attnsvm.ntp.svm import fin_basis, ntp_constraints, project, solve_ntp_svm
@@ -114,12 +114,11 @@ def run_ntp_group(
     tr, train_error = None, ""
     if good:
         ready = [prepared[i] for i in good]
-        arrays = {k: np.stack([getattr(p.data, a) for p in ready])
-                  for k, a in (("X", "X"), ("Z", "Z"), ("label", "label_mask"))}  # fmt: skip
+        arrays = stack_seeds([{"X": p.data.X, "Z": p.data.Z, "label": p.data.label_mask}
+                              for p in ready])  # fmt: skip
         inits = [make_init(cells[i]) for i in good]
-        init = {k: np.stack([ini[k] for ini in inits]) for k in inits[0]}
-        tr, train_error = train_group("next_token", [cells[i] for i in good], arrays, init,
-                                      device, progress)  # fmt: skip
+        tr, train_error = train_group("next_token", [cells[i] for i in good], arrays,
+                                      stack_seeds(inits), device, progress)  # fmt: skip
     results = []
     for i, (cell, p) in enumerate(zip(cells, prepared, strict=True)):
         data = _as_dataset(p.data) if p else Dataset(*_nan_data(cell.n, cell.T, cell.d))
