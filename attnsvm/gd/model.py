@@ -47,6 +47,7 @@ from torch import Tensor
 
 from attnsvm.config.fields import CHOICES, DEFAULTS
 from attnsvm.config.settings import Settings
+from attnsvm.gd.device import to_device
 from attnsvm.gd.kernel import (
     Attention,
     attended_token,
@@ -134,7 +135,7 @@ class Batch:
             elif k in ("mask", "label"):
                 out[k] = torch.as_tensor(np.asarray(a, dtype=bool)).to(device=device)
             else:
-                out[k] = torch.as_tensor(np.asarray(a, dtype=np.float64)).to(device, dtype)
+                out[k] = to_device(a, device, dtype)
         return cls(**out)
 
     def select(self, sel: Tensor) -> Batch:
