@@ -56,11 +56,13 @@ class Dataset:
         return self.X.shape[2]
 
 
-def _rng(seed: int, stream: int) -> np.random.Generator:
+def seeded_rng(seed: int, stream: int) -> np.random.Generator:
+    """The generator of one ``stream`` of a ``seed`` (streams of one seed are independent)."""
     return np.random.default_rng(np.random.SeedSequence([seed, stream]))
 
 
-def _unit_rows(a: np.ndarray) -> np.ndarray:
+def unit_rows(a: np.ndarray) -> np.ndarray:
+    """``a`` with every row (last axis) scaled to unit norm."""
     return a / np.linalg.norm(a, axis=-1, keepdims=True)
 
 
@@ -68,7 +70,7 @@ def make_dataset(cell: Cell) -> Dataset:
     """Draw the dataset of a cell (docs/science.md §1: gaussian, relu, orthonormal, toy2d, and
     the real tokens digits and photos of :mod:`attnsvm.gd.real_tokens`; §15: the signal-noise
     token model of :mod:`attnsvm.gd.signal_noise`)."""
-    rng = _rng(cell.seed, _DATA_STREAM)
+    rng = seeded_rng(cell.seed, _DATA_STREAM)
     n, T, d = cell.n, cell.T, cell.d
     V = None
     if cell.generator == "signal_noise":
@@ -81,15 +83,15 @@ def make_dataset(cell: Cell) -> Dataset:
             cell.generator, n, cell.patch, cell.positional, rng, cell.digit_pos, cell.digit_neg
         )
     else:
-        v = _unit_rows(rng.standard_normal(d))
+        v = unit_rows(rng.standard_normal(d))
         Y = np.where(rng.standard_normal(n) > 0, 1.0, -1.0)
         if cell.generator == "orthonormal":
             g = rng.standard_normal((n, d, T))
             X = np.linalg.qr(g)[0].transpose(0, 2, 1).copy()  # (n, T, d), orthonormal rows
             Y = np.ones(n)
         else:
-            X = _unit_rows(rng.standard_normal((n, T, d)))
-        Z = _unit_rows(rng.standard_normal((n, d)))
+            X = unit_rows(rng.standard_normal((n, T, d)))
+        Z = unit_rows(rng.standard_normal((n, d)))
         if cell.generator == "relu":
             V = rng.standard_normal((d, d))
             V = V / np.linalg.norm(V)
@@ -110,14 +112,14 @@ def make_test_dataset(cell: Cell, train: Dataset) -> Dataset:
     """
     if cell.generator not in ("gaussian", "signal_noise"):
         raise ValueError(f"no test sample for generator {cell.generator!r} (docs/science.md 15)")
-    rng = _rng(cell.seed, _TEST_STREAM)
+    rng = seeded_rng(cell.seed, _TEST_STREAM)
     m, T, d = cell.n_test, cell.T, cell.d
     if cell.generator == "signal_noise":
         X, Y, Z, v, flipped = signal_noise.draw(m, T, d, cell.snr, cell.label_flip, rng)
         return Dataset(X=X, Y=Y, Z=Z, v=train.v.copy(), flipped=flipped)
     Y = np.where(rng.standard_normal(m) > 0, 1.0, -1.0)
-    X = _unit_rows(rng.standard_normal((m, T, d)))
-    Z = X[:, 0, :].copy() if cell.attention == "self" else _unit_rows(rng.standard_normal((m, d)))
+    X = unit_rows(rng.standard_normal((m, T, d)))
+    Z = X[:, 0, :].copy() if cell.attention == "self" else unit_rows(rng.standard_normal((m, d)))
     return Dataset(X=X, Y=Y, Z=Z, v=train.v.copy())
 
 
@@ -147,7 +149,7 @@ def make_init(cell: Cell) -> dict[str, np.ndarray]:
     Returns ``{"W": (d, d)}`` for ``param="W"`` or ``{"K": (d, m), "Q": (d, m)}`` for KQ.
     uniform: entries ``U(-1/sqrt(d), 1/sqrt(d))``; zero: W = 0, or Q = 0 and K = 0.1 N(0, 1).
     """
-    rng = _rng(cell.seed, _INIT_STREAM)
+    rng = seeded_rng(cell.seed, _INIT_STREAM)
     d, m = cell.d, cell.inner_dim
     b = 1.0 / np.sqrt(d)
     if cell.param == "W":
@@ -209,14 +211,13 @@ def stack_cells(cells: Sequence[Cell]) -> dict:
     return stack_batch([make_dataset(c) for c in cells], [make_init(c) for c in cells])
 
 
+def stack_seeds(items: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The arrays of every seed's ``items`` (the same names), stacked on a leading seed axis."""
+    return {k: np.stack([item[k] for item in items]) for k in items[0]}
+
+
 def stack_batch(datasets: Sequence, inits: Sequence[dict[str, np.ndarray]]) -> dict:
     """Datasets and initializations stacked on a leading seed axis (keys of train_batch)."""
-    V = None if datasets[0].V is None else np.stack([ds.V for ds in datasets])
-    return {
-        "X": np.stack([ds.X for ds in datasets]),
-        "Y": np.stack([ds.Y for ds in datasets]),
-        "Z": np.stack([ds.Z for ds in datasets]),
-        "v": np.stack([ds.v for ds in datasets]),
-        "V": V,
-        "init": {k: np.stack([ini[k] for ini in inits]) for k in inits[0]},
-    }
+    out = stack_seeds([{k: getattr(ds, k) for k in ("X", "Y", "Z", "v")} for ds in datasets])
+    out["V"] = None if datasets[0].V is None else np.stack([ds.V for ds in datasets])
+    return {**out, "init": stack_seeds(inits)}

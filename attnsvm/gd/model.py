@@ -47,6 +47,7 @@ from torch import Tensor
 
 from attnsvm.config.fields import CHOICES, DEFAULTS
 from attnsvm.config.settings import Settings
+from attnsvm.gd.device import to_device
 from attnsvm.gd.kernel import (
     Attention,
     attended_token,
@@ -99,12 +100,9 @@ def head_output(r: Tensor, head: str, v: Tensor, V: Tensor | None, lam: float) -
     """Head ``h(r)`` of docs/science.md §2, shape (S, n): linear ``v^T r``, relu
     ``1^T ReLU(V^T r)``, lambda ``v^T r - lam ||r||^2``."""
     check_choice("head", head, CHOICES["head"])
-    if head == "relu":
-        if V is None:
-            raise ValueError("head 'relu' needs the value matrix V, got None")
-        return torch.relu(r @ V).sum(-1)  # (V^T r_i)^T = r_i^T V
-    f = (r @ v.unsqueeze(-1)).squeeze(-1)
-    return f if head == "linear" else f - lam * (r * r).sum(-1)
+    if head == "relu" and V is None:
+        raise ValueError("head 'relu' needs the value matrix V, got None")
+    return _head_and_gradient(r, head, v, V, lam)[0]
 
 
 def logistic_loss(Y: Tensor, f: Tensor) -> Tensor:
@@ -137,7 +135,7 @@ class Batch:
             elif k in ("mask", "label"):
                 out[k] = torch.as_tensor(np.asarray(a, dtype=bool)).to(device=device)
             else:
-                out[k] = torch.as_tensor(np.asarray(a, dtype=np.float64)).to(device, dtype)
+                out[k] = to_device(a, device, dtype)
         return cls(**out)
 
     def select(self, sel: Tensor) -> Batch:
@@ -183,6 +181,10 @@ class Model:
         self.ridge = float(o.ridge if ridge is None else ridge)
         self.stable = stable
         self.seeds = batch.X.shape[0]
+        self.shape = tuple(batch.X.shape)  # (S, n, T, d)
+        if batch.Y is not None:  # dL/df_i = -Y_i sigmoid(-Y_i f_i) / n
+            self.negY = (-batch.Y).unsqueeze(-1)  # (S, n, 1)
+            self.negY_n = self.negY / self.shape[1]
         self._options = {"ridge": ridge, "stable": stable}
 
     def select(self, sel: Tensor) -> Model:
@@ -253,13 +255,10 @@ class SingleHead(Model):
         check_choice("head", self.head, CHOICES["head"])
         if self.head == "relu" and batch.V is None:
             raise ValueError("head 'relu' needs the value matrix V, got None")
-        X, Y, Z = batch.X, batch.Y, batch.Z
+        X, Z = batch.X, batch.Z
         S, n, T, d = X.shape
-        self.shape = (S, n, T, d)
         self.attention = Attention(X, Z, o, batch.mask)
         self.X_cols = X.transpose(-1, -2).reshape(S * n, d, T)  # (S n, d, T): X_i^T dl_i
-        self.negY = (-Y).unsqueeze(-1)  # (S, n, 1)
-        self.negY_n = self.negY / n  # dL/df_i = -Y_i sigmoid(-Y_i f_i) / n
         self.c = None
         if self.head == "linear":
             self.c = self._scores(batch.v)
@@ -410,26 +409,19 @@ class MultiHead(Model):
 
     def __init__(self, batch: Batch, settings: Any = None, **options: Any) -> None:
         super().__init__(batch, settings, **options)
-        X, Y, Z, v = batch.X, batch.Y, batch.Z, batch.v
+        X, Z, v = batch.X, batch.Z, batch.v
         S, n, T, d = X.shape
         H = self.H = int(self.settings.heads)
-        self.shape = (S, n, T, d)
         self.Xh, Zh = _per_head(X, H), _per_head(Z, H)
         self.attention = Attention(self.Xh, Zh, self.settings)  # the heads as S H rows
         Xc = X.transpose(-1, -2).reshape(S, 1, n * d, T).expand(S, H, n * d, T)
         self.X_cols = Xc.reshape(S * H * n, d, T)
-        self.negY = (-Y).unsqueeze(-1)  # (S, n, 1)
-        self.negY_n = self.negY / n
         c = (X * v[:, None, None, :]).sum(-1)  # token scores c_it = v^T x_it
         self.c = c.unsqueeze(1).expand(S, H, n, T)
 
     def params(self, init: dict[str, Tensor]) -> Params:
         """``init``: ``{"W": (S, H, d, d)}`` or ``{"K", "Q": (S, H, d, m)}``."""
-        if self.param == "W":
-            W = init["W"]
-            return [W.reshape(W.shape[0], -1, W.shape[-1])]
-        return [torch.stack([init[k].reshape(init[k].shape[0], -1, init[k].shape[-1])
-                             for k in "KQ"])]  # fmt: skip
+        return super().params({k: t.reshape(t.shape[0], -1, t.shape[-1]) for k, t in init.items()})
 
     def _heads(self, theta: Tensor) -> Tensor:
         """``theta`` with the heads as rows: (S H, d, d), or (2, S H, d, m) for KQ (a view)."""

@@ -31,7 +31,7 @@ from attnsvm.config.cell import Cell
 from attnsvm.config.fields import CHOICES
 from attnsvm.gd import fused
 from attnsvm.gd.data import path_radii, stack_cells
-from attnsvm.gd.device import describe_device, resolve_device
+from attnsvm.gd.device import describe_device, resolve_device, to_device
 from attnsvm.gd.model import (
     MODELS,
     Batch,
@@ -401,7 +401,7 @@ def train_arrays(
     dev, dtype = resolve_device(device), TORCH_DTYPES[o.dtype]
     model_cls = SingleHead if kind == "path" else MODELS[kind]
     model = model_cls(Batch.of(dev, dtype, **arrays), o, ridge=ridge, stable=stable)
-    init_t = {k: Batch.of(dev, dtype, X=a).X for k, a in init.items()}
+    init_t = {k: to_device(a, dev, dtype) for k, a in init.items()}
     if kind == "path":
         return train_path(model, init_t, path_radii(o), t0)
     return train(model, init_t, gradient=gradient, eps=eps, head_lr=head_lr, progress=progress,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attnsvm.gd.data import seeded_rng, unit_rows
 from attnsvm.ntp.graph import has_cycle
 
 GENERATORS = ("ntp_acyclic", "ntp_cyclic", "ntp_text")
@@ -63,14 +64,9 @@ class NTPData:
         return np.argmax(self.label_mask, axis=1)
 
 
-def _rng(seed: int, stream: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence([seed, stream]))
-
-
 def embeddings(K: int, d: int, seed: int) -> np.ndarray:
     """K embeddings, i.i.d. N(0, I_d) rows normalized to unit norm (docs/science.md §8)."""
-    E = _rng(seed, _EMBED_STREAM).standard_normal((K, d))
-    return E / np.linalg.norm(E, axis=1, keepdims=True)
+    return unit_rows(seeded_rng(seed, _EMBED_STREAM).standard_normal((K, d)))
 
 
 def _distinct_sequences(rng: np.random.Generator, n: int, T: int, K: int) -> np.ndarray:
@@ -81,7 +77,7 @@ def _distinct_sequences(rng: np.random.Generator, n: int, T: int, K: int) -> np.
 def acyclic(n: int, T: int, K: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Tokens and labels of ``ntp_acyclic``: the label is the sequence's token of highest
     priority under a random order per last token (docs/science.md §8)."""
-    rng = _rng(seed, _DATA_STREAM)
+    rng = seeded_rng(seed, _DATA_STREAM)
     tokens = _distinct_sequences(rng, n, T, K)
     priority = rng.random((K, K))  # priority[k, j]: rank of token j when the query is k
     scores = priority[tokens[:, -1:], tokens]  # (n, T)
@@ -92,7 +88,7 @@ def cyclic(n: int, T: int, K: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Tokens and labels of ``ntp_cyclic``: every sequence ends in token 0 (one priority
     graph G^(0)), labels uniform among the sequence's tokens, redrawn until G^(0) has a cycle
     (docs/science.md §8)."""
-    rng = _rng(seed, _DATA_STREAM)
+    rng = seeded_rng(seed, _DATA_STREAM)
     # token 0 last in every sequence (the notebooks' same_last_token), T-1 distinct others
     tokens = np.concatenate(
         [1 + _distinct_sequences(rng, n, T - 1, K - 1), np.zeros((n, 1), int)], 1
@@ -146,7 +142,7 @@ def text(n: int, T: int, K: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     win, nxt, _ = text_windows(K, T)
     if len(win) < n:
         raise NTPDataError(f"ntp_text: only {len(win)} windows of T={T} at K={K}, n={n} asked")
-    pick = np.sort(_rng(seed, _DATA_STREAM).choice(len(win), n, replace=False))
+    pick = np.sort(seeded_rng(seed, _DATA_STREAM).choice(len(win), n, replace=False))
     return win[pick].copy(), nxt[pick].copy()
 
 

@@ -49,21 +49,25 @@ class SolveCache:
         res = self._store[key] = solver(cons, **extra, **hints)
         return res
 
+    def _store_new(self, solver, conss, route: str, solve_all) -> None:
+        """Store ``solve_all(indices)``'s answers (under ``solver``'s key) for the first of
+        ``conss`` of each distinct constraint set not stored yet (``indices`` into ``conss``)."""
+        todo: dict[tuple, int] = {}
+        for i, cons in enumerate(conss):
+            key = self._key(solver, cons, route)
+            if key not in self._store:
+                todo.setdefault(key, i)
+        self._store.update(zip(todo, solve_all(list(todo.values())), strict=True))
+
     def solve_frobenius_many(self, conss, device: str = "cpu", route: str = "auto") -> None:
         """Store :func:`solve_frobenius` answers for the distinct, new constraint sets among
         ``conss``, solved together (:func:`attnsvm.svm.frobenius_batched.solve_many`: batched
         from ``BATCH_MIN`` instances, the same answers as one by one otherwise)."""
         # torch: only where a group trains (SVM-only blocks never batch their solves)
-        from attnsvm.svm import frobenius_batched as svm_frobenius_batched
+        from attnsvm.svm import frobenius_batched as FB
 
-        solver, todo = svm_frobenius_batched.solve_frobenius, {}  # the answers' own route
-        for cons in conss:
-            key = self._key(solver, cons, route)
-            if key not in self._store:
-                todo.setdefault(key, cons)
-        answers = svm_frobenius_batched.solve_many(list(todo.values()), device, route=route)
-        for key, res in zip(todo, answers, strict=True):
-            self._store[key] = res
+        self._store_new(FB.solve_frobenius, conss, route, lambda ix: FB.solve_many(
+            [conss[i] for i in ix], device, route=route))  # fmt: skip
 
     def solve_nuclear_many(self, solver, conss, frobenius, route: str = "auto") -> None:
         """Store the nuclear answers of the distinct, new constraint sets among ``conss``
@@ -71,15 +75,6 @@ class SolveCache:
         solved together by :func:`attnsvm.svm.nuclear.solve_nuclear_many` (the same answers,
         bit for bit), with ``frobenius`` the Frobenius answer of each set. Nothing is stored
         when ``solver`` is another function (e.g. a test's wrapper): its cells solve alone."""
-        if solver is not svm_nuclear.solve_nuclear:
-            return
-        todo: dict[tuple, tuple] = {}
-        for cons, fro in zip(conss, frobenius, strict=True):
-            key = self._key(solver, cons, route)
-            if key not in self._store:
-                todo.setdefault(key, (cons, fro))
-        answers = svm_nuclear.solve_nuclear_many(
-            [c for c, _ in todo.values()], [f for _, f in todo.values()], route
-        )
-        for key, res in zip(todo, answers, strict=True):
-            self._store[key] = res
+        if solver is svm_nuclear.solve_nuclear:
+            self._store_new(solver, conss, route, lambda ix: svm_nuclear.solve_nuclear_many(
+                [conss[i] for i in ix], [frobenius[i] for i in ix], route))  # fmt: skip

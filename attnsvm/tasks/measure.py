@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections import Counter
 
 import numpy as np
 
@@ -127,15 +128,8 @@ def solve_group(
         *(len(results), time.perf_counter() - t_solve),
         sum(r.timings.get("solve", 0.0) for r in results),
         sum(r.timings.get("metrics", 0.0) for r in results),
-        ", ".join(f"{k} {v}" for k, v in _counts(r.status for r in results).items()),
+        ", ".join(f"{k} {v}" for k, v in Counter(r.status for r in results).items()),
     )
-
-
-def _counts(values) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for v in values:
-        out[v] = out.get(v, 0) + 1
-    return out
 
 
 def _presolve(results: list[CellResult], c0: Cell, cache: SolveCache, device: str) -> float:
@@ -149,16 +143,15 @@ def _presolve(results: list[CellResult], c0: Cell, cache: SolveCache, device: st
     here; a batched solve that fails leaves its SVMs to the per-cell loop (a warning says
     so). Returns the seconds per cell."""
     t0, route = time.perf_counter(), c0.svm_route
-    conss, linear = [], []
+    conss, linear = [], []  # distinct rows, and whether the nuclear SVM of each is solved too
     for res in results:
         try:
             cons = _svm_constraints(res, c0.train and res.status == "ok")
         except Exception:  # noqa: BLE001 - recorded per cell by _solve_and_measure
             continue
         distinct = list({id(c): c for c in cons.values()}.values())
-        conss.extend(distinct)
-        if res.cell.head == "linear":
-            linear.extend(distinct)
+        conss += distinct
+        linear += [res.cell.head == "linear"] * len(distinct)
     if c0.train:
         try:
             from attnsvm.gd.device import resolve_device  # torch: trained groups only
@@ -167,13 +160,13 @@ def _presolve(results: list[CellResult], c0: Cell, cache: SolveCache, device: st
             cache.solve_frobenius_many(conss, "cpu" if dev.type != "cuda" else dev, route)
         except Exception as exc:  # noqa: BLE001 - the per-cell solves below still run
             log.warning("batched SVM solve failed (%r); solving per cell", exc)
-    todo, hints, linear_ids = [], [], {id(c) for c in linear}
-    for con in conss:
+    todo, hints = [], []
+    for con, nuclear in zip(conss, linear, strict=True):
         try:
             hint = cache.solve(solve_frobenius, con, route)
         except Exception:  # noqa: BLE001 - recorded per cell by _solve_and_measure
             continue
-        if id(con) in linear_ids:
+        if nuclear:
             todo.append(con)
             hints.append(hint)
     try:
@@ -232,20 +225,10 @@ def _solve_and_measure(res: CellResult, trained: bool, cache: SolveCache | None 
 
     sc = res.scalars
     sc["alpha_is_opt"] = float(alpha_is_opt)
-    measured: dict[int, tuple] = {}  # one answer under two keys (opt = alpha): measured once
+    measured: dict[int, dict] = {}  # one answer under two keys (opt = alpha): measured once
     for key, r in res.svms.items():
-        if id(r) not in measured:
-            # an answer without a certificate (optimal_inaccurate, solver_error) is not solved:
-            # no rank, no objective, and feasible_* NaN (neither feasible nor infeasible; issue 12)
-            W = r.W if r.solved else None
-            s = M.singular_values(W) if W is not None and np.all(np.isfinite(W)) else None
-            measured[id(r)] = (
-                M.rank(W, cell.rank_tol, s), M.effective_rank(W, s),
-                r.objective if r.solved else np.nan, feasible_flag(r),
-            )  # fmt: skip
-        vals = measured[id(r)]
-        for prefix, v in zip(("rank", "erank", "objective", "feasible"), vals, strict=True):
-            sc[f"{prefix}_{key}"] = v
+        vals = measured.setdefault(id(r), _svm_scalars(r, cell.rank_tol))
+        sc.update({f"{prefix}_{key}": v for prefix, v in vals.items()})
     fro = res.svms["fro_alpha"]
     sc["svm_margin"] = 1.0 / fro.objective if fro.solved else np.nan
     if fro.solved:
@@ -266,22 +249,15 @@ def _measure_trajectory(res: CellResult, cons: dict, gamma: np.ndarray, alpha_is
     cell, sc = res.cell, res.scalars
     t1 = time.perf_counter()
     Wk = res.W
-    res.curves["softmax_mass"] = M.softmax_mass(res.softmax)
-    res.curves["loss"] = res.loss
-    res.curves["wnorm"] = res.wnorm
+    trajectory_scalars(res)
     for key, r in res.svms.items():
-        res.curves[f"corr_{key}"] = (
-            M.corr_batch(Wk, r.W[None]) if r.solved else np.full(len(Wk), np.nan)
-        )
+        res.curves[f"corr_{key}"] = M.corr_curve(Wk, _solution(r))
     with np.errstate(invalid="ignore", divide="ignore"):
         vals = cons["alpha"].values(Wk) if len(Wk) else None  # (checkpoints, rows)
         res.curves["gd_margin"] = vals.min(axis=1) / res.wnorm
     W_gd = Wk[-1]
     sc["rank_gd"] = M.rank(W_gd, cell.rank_tol)
     sc["erank_gd"] = M.effective_rank(W_gd)
-    sc["softmax_mass"] = float(res.curves["softmax_mass"][-1])
-    sc["wnorm"] = float(res.wnorm[-1])
-    sc["loss"] = float(res.loss[-1])
     saturated = M.is_saturated(res.softmax[-1], cell.saturation_tol)
     sc["saturated"] = float(saturated)
     for key in res.svms:
@@ -293,17 +269,7 @@ def _measure_trajectory(res: CellResult, cons: dict, gamma: np.ndarray, alpha_is
         local = matching.solved and is_locally_optimal(
             cons["alpha"], matching.W, gamma, res.alpha, cell.support_tol
         )
-        sc["locally_optimal"] = float(local)
-        sc["corr_matching"] = sc[f"corr_{norm}_alpha"]
-        sc["corr_converged"] = float(M.corr_converged(sc["corr_matching"], cell.corr_threshold))
-        res.convergence = M.selection_type(alpha_is_opt=alpha_is_opt, locally_optimal=local)
-        res.convergence_strict = M.convergence_type(
-            saturated=saturated,
-            alpha_is_opt=alpha_is_opt,
-            locally_optimal=local,
-            correlation=sc["corr_matching"],
-            threshold=cell.corr_threshold,
-        )
+        record_convergence(res, alpha_is_opt, local, saturated, sc[f"corr_{norm}_alpha"])
         if cell.param == "KQ" and cell.m is not None and cell.m < cell.d:
             _low_rank(res, cons["alpha"])
         if res.head is not None:
@@ -315,6 +281,31 @@ def _measure_trajectory(res: CellResult, cons: dict, gamma: np.ndarray, alpha_is
     else:
         _general_head(res, W_gd)
     res.timings["metrics"] = time.perf_counter() - t1
+
+
+def trajectory_scalars(res: CellResult, mass: np.ndarray | None = None) -> None:
+    """The curves softmax_mass (``mass``, default :func:`M.softmax_mass` of the softmax), loss
+    and wnorm of a trained cell and their last values (docs/science.md §5)."""
+    mass = M.softmax_mass(res.softmax) if mass is None else mass
+    res.curves.update(softmax_mass=mass, loss=res.loss, wnorm=res.wnorm)
+    res.scalars.update({k: float(res.curves[k][-1]) for k in ("softmax_mass", "wnorm", "loss")})
+
+
+def record_convergence(
+    res: CellResult, alpha_is_opt: bool, local: bool, saturated: bool, correlation: float
+) -> None:
+    """The convergence types of a trained cell (docs/science.md §5) from whether GD's
+    selection is opt, is locally optimal (``local``), the softmax saturated, and the
+    ``correlation`` of W with the SVM of its selection; with the scalars locally_optimal,
+    corr_matching and corr_converged."""
+    cell, sc = res.cell, res.scalars
+    sc["locally_optimal"], sc["corr_matching"] = float(local), correlation
+    sc["corr_converged"] = float(M.corr_converged(correlation, cell.corr_threshold))
+    res.convergence = M.selection_type(alpha_is_opt=alpha_is_opt, locally_optimal=local)
+    res.convergence_strict = M.convergence_type(
+        saturated=saturated, alpha_is_opt=alpha_is_opt, locally_optimal=local,
+        correlation=correlation, threshold=cell.corr_threshold,
+    )  # fmt: skip
 
 
 def _rates(res: CellResult) -> None:
@@ -330,17 +321,13 @@ def _generalization(res: CellResult) -> None:
     """Test loss and error along the trajectory, label noise fit, and the test errors of the
     SVM directions (docs/science.md §15; :mod:`attnsvm.tasks.generalization`)."""
     t0 = time.perf_counter()
-    fro, mm = res.svms["fro_alpha"], res.svms["fro_opt"]
-    sc, curves = G.measure(
-        res.W, res.data, res.test_data,
-        fro.W if fro.solved else None, mm.W if mm.solved else None, res.iterations,
-        res.cell.settings("train"),
-    )  # fmt: skip
+    cell, fro, mm = res.cell, _solution(res.svms["fro_alpha"]), _solution(res.svms["fro_opt"])
+    sc, curves = G.measure(res.W, res.data, res.test_data, fro, mm, res.iterations,
+                           cell.settings("train"))  # fmt: skip
     res.scalars.update(sc)
     res.curves.update(curves)
-    cell = res.cell
     res.scalars.update(G.baselines(cell.generator, cell.snr, cell.label_flip, res.data,
-                                   res.test_data, mm.W if mm.solved else None))  # fmt: skip
+                                   res.test_data, mm))  # fmt: skip
     res.timings["test"] = time.perf_counter() - t0
 
 
@@ -355,21 +342,33 @@ def _norm_svms(res: CellResult, cons, cache: SolveCache) -> None:
     t0 = time.perf_counter()
     for norm in N.NORMS:
         r = res.svms[f"{norm}_alpha"] = cache.solve(N.svm_solver(norm), cons)
-        W = r.W if r.solved else None
-        sc[f"rank_{norm}_alpha"] = M.rank(W, cell.rank_tol)
-        sc[f"erank_{norm}_alpha"] = M.effective_rank(W)
-        sc[f"objective_{norm}_alpha"] = r.objective if r.solved else np.nan
-        sc[f"feasible_{norm}_alpha"] = feasible_flag(r)
-        if norm in N.WIDE_FACE:
-            continue
-        curve = M.corr_batch(res.W, r.W[None]) if r.solved else np.full(len(res.W), np.nan)
-        res.curves[f"corr_{norm}_alpha"] = curve
-        sc[f"corr_{norm}_alpha"] = float(curve[-1])
+        sc.update({f"{p}_{norm}_alpha": v for p, v in _svm_scalars(r, cell.rank_tol).items()})
+        if norm not in N.WIDE_FACE:
+            curve = res.curves[f"corr_{norm}_alpha"] = M.corr_curve(res.W, _solution(r))
+            sc[f"corr_{norm}_alpha"] = float(curve[-1])
     res.timings["solve_norms"] = time.perf_counter() - t0
     for key, norm in (("fro", "fro"), ("nuc", "nuc"), *((k, k) for k in N.NORMS)):
-        r = res.svms[f"{key}_alpha"]
-        opt = r.objective if r.solved else np.nan
+        opt = _objective(res.svms[f"{key}_alpha"])
         sc[f"mratio_{key}_alpha"] = N.margin_ratio(cons, res.W[-1], norm, opt)
+
+
+def _svm_scalars(r: SVMResult, rank_tol: float) -> dict[str, float]:
+    """:data:`_SVM_SCALARS` of one SVM answer. One without a certificate (optimal_inaccurate,
+    solver_error) is not solved: no rank, no objective, and feasible NaN (issue 12)."""
+    W = _solution(r)
+    s = M.singular_values(W) if W is not None and np.all(np.isfinite(W)) else None
+    vals = (M.rank(W, rank_tol, s), M.effective_rank(W, s), _objective(r), feasible_flag(r))
+    return dict(zip(_SVM_SCALARS, vals, strict=True))
+
+
+def _solution(r: SVMResult) -> np.ndarray | None:
+    """W of a certified answer, else None."""
+    return r.W if r.solved else None
+
+
+def _objective(r: SVMResult) -> float:
+    """The objective of a certified answer, else NaN."""
+    return r.objective if r.solved else np.nan
 
 
 def feasible_flag(r: SVMResult) -> float:
@@ -387,11 +386,8 @@ def _general_head(res: CellResult, W_gd: np.ndarray) -> None:
     g = gen_svm(ds.X, ds.Z, s_final, W_gd, cell.relevant_tol)
     res.timings["solve"] += time.perf_counter() - t0
     res.gen = g
-    nan_curve = np.full(len(res.W), np.nan)
-    res.curves["corr_svmeq"] = nan_curve if g.svmeq is None else M.corr_batch(res.W, g.svmeq[None])
-    res.curves["corr_mm_gen"] = (
-        M.corr_batch(res.W, g.mm_gen.W[None]) if g.mm_gen.solved else nan_curve
-    )
+    res.curves["corr_svmeq"] = M.corr_curve(res.W, g.svmeq)
+    res.curves["corr_mm_gen"] = M.corr_curve(res.W, _solution(g.mm_gen))
     res.curves["corr_single"] = res.curves["corr_fro_alpha"]
     for key in GEN_CURVES:
         sc[key] = float(res.curves[key][-1])
@@ -420,8 +416,7 @@ def _low_rank(res: CellResult, cons) -> None:
     sc["lowrank_certified"] = float(lr.status == "certified") if lr.W is not None else np.nan
     sc["lowrank_agree"] = float(lr.agreeing)
     sc["rank_lowrank_alpha"] = M.rank(lr.W, cell.rank_tol)
-    curve = M.corr_batch(res.W, lr.W[None]) if lr.W is not None else np.full(len(res.W), np.nan)
-    res.curves["corr_lowrank_alpha"] = curve
+    curve = res.curves["corr_lowrank_alpha"] = M.corr_curve(res.W, lr.W)
     sc["corr_lowrank_alpha"] = float(curve[-1])
 
 
@@ -447,7 +442,7 @@ def _trained_head(res: CellResult) -> None:
     res.curves["corr_v"] = corr
     sc["corr_v"] = float(corr[-1])
     sc["vmm_feasible"] = feasible_flag(svm)
-    sc["vmm_margin"] = 1.0 / svm.objective if svm.solved else np.nan
+    sc["vmm_margin"] = 1.0 / _objective(svm)
     sc["vnorm"] = float(vnorm[-1])
     init = Dataset(ds.X, ds.Y, ds.Z, res.head_init)
     sc["alpha_is_opt_init"] = float(np.array_equal(res.alpha, optimal_selection(init, res.mask)))

@@ -34,6 +34,12 @@ def corr_batch(A: np.ndarray, B: np.ndarray) -> np.ndarray:
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
 
 
+def corr_curve(Wk: np.ndarray, B: np.ndarray | None) -> np.ndarray:
+    """``corr(W(k), B)`` at every checkpoint of ``Wk`` (C, d, d); NaN without B (an SVM not
+    solved)."""
+    return np.full(len(Wk), np.nan) if B is None else corr_batch(Wk, B[None])
+
+
 def singular_values(W: np.ndarray) -> np.ndarray:
     """Singular values of W, descending."""
     return np.linalg.svd(np.asarray(W, dtype=np.float64), compute_uv=False)

@@ -20,6 +20,7 @@ from attnsvm.gd.data import (
     make_dataset,
     make_init,
     optimal_tokens,
+    stack_batch,
     token_scores,
 )
 from attnsvm.svm import is_locally_optimal, solve_frobenius, solve_nuclear
@@ -27,9 +28,9 @@ from attnsvm.svm.constraints import att_svm_constraints
 from attnsvm.tasks import Task
 from attnsvm.tasks import metrics as M
 from attnsvm.tasks.cache import SolveCache
-from attnsvm.tasks.measure import LINEAR_SVMS
+from attnsvm.tasks.measure import LINEAR_SVMS, record_convergence, trajectory_scalars
 from attnsvm.tasks.result import CellResult, blank_result
-from attnsvm.tasks.trajectory import nonfinite_message, train_group
+from attnsvm.tasks.trajectory import record_training, train_group
 
 log = logging.getLogger(__name__)
 
@@ -74,18 +75,14 @@ def run_multihead_group(
     c0 = cells[0]
     datasets = [make_dataset(c) for c in cells]
     inits = [head_inits(make_init(c), c.seed, c.heads, c.init) for c in cells]
-    arrays = {k: np.stack([getattr(ds, k) for ds in datasets]) for k in ("X", "Y", "Z", "v")}
-    init = {k: np.stack([ini[k] for ini in inits]) for k in inits[0]}
-    tr, error = train_group("multi_head", cells, arrays, init, device, progress)
-    C = len(c0.checkpoints())
+    b = stack_batch(datasets, inits)
+    arrays = {k: b[k] for k in ("X", "Y", "Z", "v")}
+    tr, error = train_group("multi_head", cells, arrays, b["init"], device, progress)
     results = []
     for s, (cell, ds) in enumerate(zip(cells, datasets, strict=True)):
-        opt = optimal_tokens(ds)
-        res = blank_result(cell, ds, C)
-        res.alpha, res.opt = opt.copy(), opt
-        if tr is None:
-            res.status, res.message = "failed", f"training failed: {error}"
-        else:
+        res = blank_result(cell, ds, c0.checkpoints(), optimal_tokens(ds))
+        record_training(res, tr, s, error)
+        if tr is not None:
             try:
                 _measure(res, tr, s, cache)
             except Exception:
@@ -101,22 +98,22 @@ def _per_head(res, Wk: np.ndarray, sk: np.ndarray, cache) -> dict[str, np.ndarra
     cell, ds = res.cell, res.data
     solve = solve_frobenius if cell.param == "W" else solve_nuclear
     gamma = token_scores(ds)
-    H, (C, d) = Wk.shape[1], (len(Wk), cell.d)
     out = {k: [] for k in HEAD_DIMS}
-    for h in range(H):
+    for h in range(Wk.shape[1]):
         alpha = M.selected_tokens(sk[-1, h])
         cons = att_svm_constraints(ds.X, ds.Z, alpha)
         svm = cache.solve(solve, cons, cell.svm_route)
-        curve = M.corr_batch(Wk[:, h], svm.W[None]) if svm.solved else np.full(C, np.nan)
-        local = svm.solved and is_locally_optimal(cons, svm.W, gamma, alpha, cell.support_tol)
+        W = svm.W if svm.solved else None
+        curve = M.corr_curve(Wk[:, h], W)
+        local = W is not None and is_locally_optimal(cons, W, gamma, alpha, cell.support_tol)
         out["head_alpha"].append(alpha)
         out["head_alpha_is_opt"].append(float(np.array_equal(alpha, res.opt)))
         out["head_locally_optimal"].append(float(local))
         out["head_corr"].append(curve[-1])
         out["head_wnorm"].append(np.linalg.norm(Wk[-1, h]))
-        out["head_svm_objective"].append(svm.objective if svm.solved else np.nan)
+        out["head_svm_objective"].append(np.nan if W is None else svm.objective)
         out["head_W"].append(Wk[-1, h])
-        out["head_svm_W"].append(svm.W if svm.solved else np.full((d, d), np.nan))
+        out["head_svm_W"].append(np.full((cell.d, cell.d), np.nan) if W is None else W)
         out["head_curve_corr"].append(curve)
     return {k: np.asarray(v) for k, v in out.items()}
 
@@ -136,36 +133,22 @@ def _measure(res, tr, s: int, cache) -> None:
     Wk, sk = tr.W[s], tr.softmax[s]  # (C, H, d, d), (C, H, n, T)
     H = Wk.shape[1]
     res.W, res.softmax = Wk.sum(1) / H, sk.sum(1) / H  # mean head; the output's token weights
-    res.loss, res.wnorm, res.device = tr.loss[s], tr.wnorm[s], tr.device
     res.alpha = M.selected_tokens(res.softmax[-1])
-    res.timings["train"] = tr.seconds / tr.W.shape[0]
-    if not tr.finite[s]:
-        res.status = "nonfinite"
-        res.message = nonfinite_message(tr.nonfinite_iteration[s])
     heads = res.heads = _per_head(res, Wk, sk, cache)
     res.timings["solve"] = time.perf_counter() - t0
     solved = [w if np.isfinite(w).all() else None for w in heads["head_svm_W"]]
     res.curves["corr_matching"] = stacked_corr(Wk, solved)
-    res.curves["softmax_mass"] = np.stack([M.softmax_mass(sk[:, h]) for h in range(H)]).mean(0)
-    res.curves.update(loss=res.loss, wnorm=res.wnorm)
+    trajectory_scalars(res, np.stack([M.softmax_mass(sk[:, h]) for h in range(H)]).mean(0))
     all_opt = bool(heads["head_alpha_is_opt"].all())
     all_local = bool(heads["head_locally_optimal"].all())
     saturated = all(M.is_saturated(sk[-1, h], cell.saturation_tol) for h in range(H))
-    sc.update(alpha_is_opt=float(all_opt), locally_optimal=float(all_local))
-    sc["saturated"] = float(saturated)
-    sc["corr_matching"] = float(res.curves["corr_matching"][-1])
-    sc["corr_converged"] = float(M.corr_converged(sc["corr_matching"], cell.corr_threshold))
-    sc["softmax_mass"] = float(res.curves["softmax_mass"][-1])
-    sc["loss"], sc["wnorm"] = float(res.loss[-1]), float(res.wnorm[-1])
+    sc.update(alpha_is_opt=float(all_opt), saturated=float(saturated))
+    corr = float(res.curves["corr_matching"][-1])
+    record_convergence(res, all_opt, all_local, saturated, corr)
     sc["head_corr_min"] = float(np.min(heads["head_corr"]))
     sc["head_corr_mean"] = float(np.mean(heads["head_corr"]))
     sc["head_agreement"] = agreement(heads["head_alpha"])
     sc["head_global_share"] = float(heads["head_alpha_is_opt"].mean())
-    res.convergence = M.selection_type(alpha_is_opt=all_opt, locally_optimal=all_local)
-    res.convergence_strict = M.convergence_type(
-        saturated=saturated, alpha_is_opt=all_opt, locally_optimal=all_local,
-        correlation=sc["corr_matching"], threshold=cell.corr_threshold,
-    )  # fmt: skip
     res.timings["metrics"] = time.perf_counter() - t0 - res.timings["solve"]
 
 

@@ -14,7 +14,7 @@ import traceback
 import numpy as np
 
 from attnsvm.config.cell import Cell
-from attnsvm.gd.data import Dataset, make_init
+from attnsvm.gd.data import Dataset, make_init, stack_seeds
 from attnsvm.ntp.data import NTPData, make_ntp_data
 from attnsvm.ntp.graph import PriorityGraphs, priority_graphs
 from attnsvm.ntp.svm import fin_basis, ntp_constraints, project, solve_ntp_svm
@@ -22,9 +22,9 @@ from attnsvm.ntp.wfin import solve_wfin
 from attnsvm.tasks import Task
 from attnsvm.tasks import metrics as M
 from attnsvm.tasks.cache import SolveCache
-from attnsvm.tasks.measure import feasible_flag
+from attnsvm.tasks.measure import feasible_flag, trajectory_scalars
 from attnsvm.tasks.result import CellResult, blank_result
-from attnsvm.tasks.trajectory import nonfinite_message, train_group
+from attnsvm.tasks.trajectory import record_training, train_group
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,7 @@ def trajectory_curves(W: np.ndarray, svm, fin, basis: np.ndarray) -> dict[str, n
     W_pred(k) = W_fin + R(k) W_svm / ||W_svm|| (docs/science.md §8)."""
     nan = np.full(len(W), np.nan)
     out = {"corr_ntp_svm": nan, "corr_ntp_pred": nan, "fin_dist": nan, "fin_dist_rel": nan}
-    if svm.solved:
-        out["corr_ntp_svm"] = M.corr_batch(W, svm.W[None])
+    out["corr_ntp_svm"] = M.corr_curve(W, svm.W if svm.solved else None)
     if fin.solved and basis.shape[0]:  # NaN without a cyclic subspace (acyclic graphs)
         out["fin_dist"] = np.linalg.norm(project(basis, W) - fin.W, axis=(-2, -1))
         wn = np.linalg.norm(fin.W)
@@ -115,21 +114,21 @@ def run_ntp_group(
     tr, train_error = None, ""
     if good:
         ready = [prepared[i] for i in good]
-        arrays = {k: np.stack([getattr(p.data, a) for p in ready])
-                  for k, a in (("X", "X"), ("Z", "Z"), ("label", "label_mask"))}  # fmt: skip
+        arrays = stack_seeds([{"X": p.data.X, "Z": p.data.Z, "label": p.data.label_mask}
+                              for p in ready])  # fmt: skip
         inits = [make_init(cells[i]) for i in good]
-        init = {k: np.stack([ini[k] for ini in inits]) for k in inits[0]}
-        tr, train_error = train_group("next_token", [cells[i] for i in good], arrays, init,
-                                      device, progress)  # fmt: skip
+        tr, train_error = train_group("next_token", [cells[i] for i in good], arrays,
+                                      stack_seeds(inits), device, progress)  # fmt: skip
     results = []
-    for i, cell in enumerate(cells):
-        p = prepared[i]
+    for i, (cell, p) in enumerate(zip(cells, prepared, strict=True)):
         data = _as_dataset(p.data) if p else Dataset(*_nan_data(cell.n, cell.T, cell.d))
-        res = blank_result(cell, data, len(cell.checkpoints()))
-        if p is None or train_error or tr is None:
-            res.status, res.message = "failed", errors[i] or f"training failed: {train_error}"
+        res = blank_result(cell, data, cell.checkpoints())
+        if p is None:
+            res.status, res.message = "failed", errors[i]
         else:
-            _measure(res, p, tr, good.index(i))
+            record_training(res, tr, good.index(i), train_error)
+            if tr is not None:
+                _measure(res, p)
         results.append(res)
     return results
 
@@ -147,23 +146,17 @@ SCALARS = (
 )  # fmt: skip
 
 
-def _measure(res, p: _Prepared, tr, s: int) -> None:
-    """Trajectory, SVMs, curves and scalars of seed ``s`` of the trained group."""
+def _measure(res, p: _Prepared) -> None:
+    """SVMs, curves and scalars of a trained cell (its trajectory recorded)."""
     t0 = time.perf_counter()
-    res.W, res.softmax, res.loss, res.wnorm = tr.W[s], tr.softmax[s], tr.loss[s], tr.wnorm[s]
-    res.device = tr.device
-    res.timings["train"] = tr.seconds / tr.W.shape[0]
     res.timings["solve"] = p.seconds
     res.opt = p.data.label_position
     res.alpha = M.selected_tokens(res.softmax[-1])
-    if not tr.finite[s]:
-        res.status = "nonfinite"
-        res.message = nonfinite_message(tr.nonfinite_iteration[s])
     res.svms = {"ntp_svm": p.svm, "ntp_fin": p.fin}
     curves = trajectory_curves(res.W, p.svm, p.fin, p.basis)
     curves["scc_mass"] = scc_mass(res.softmax, p.data, p.graphs)
-    curves.update(softmax_mass=M.softmax_mass(res.softmax), loss=res.loss, wnorm=res.wnorm)
     res.curves.update(curves)
+    trajectory_scalars(res)
     sc = res.scalars
     sc.update(graph_scalars(p.graphs, p.cons))
     for key in ("corr_ntp_svm", "corr_ntp_pred", "fin_dist", "fin_dist_rel", "scc_mass"):
@@ -171,8 +164,6 @@ def _measure(res, p: _Prepared, tr, s: int) -> None:
     for key, r in res.svms.items():
         sc[f"objective_{key}"] = r.objective if r.solved else np.nan
         sc[f"feasible_{key}"] = feasible_flag(r)
-    sc["loss"], sc["wnorm"] = float(res.loss[-1]), float(res.wnorm[-1])
-    sc["softmax_mass"] = float(curves["softmax_mass"][-1])
     res.timings["metrics"] = time.perf_counter() - t0
 
 

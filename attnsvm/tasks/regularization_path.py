@@ -9,23 +9,11 @@ and the SVMs and metrics are the paper's task's (:mod:`attnsvm.tasks.measure`).
 
 from __future__ import annotations
 
-from attnsvm.config.cell import Cell
-from attnsvm.tasks import Task
-from attnsvm.tasks.measure import stored_scalars, stored_svms
-from attnsvm.tasks.trajectory import run_group
+from attnsvm.tasks.trajectory import head_task
 
-
-def _selects(cell: Cell) -> bool:
-    return cell.task == "regpath"
-
-
-TASK = Task(
-    name="regularization_path",
-    selects=_selects,
-    run_group=lambda cells, device, cache, progress: run_group(
-        cells, device, cache, progress, "path"
-    ),
-    svms=stored_svms,
-    doc="norm-constrained minimizers along a radius grid (docs/science.md 4)",
-    scalars=stored_scalars,
+TASK = head_task(
+    "regularization_path",
+    lambda cell: cell.task == "regpath",
+    "norm-constrained minimizers along a radius grid (docs/science.md 4)",
+    kind="path",
 )

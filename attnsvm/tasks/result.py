@@ -6,6 +6,7 @@ block store records (:func:`attnsvm.sweep.store.results_to_dataset`; ``docs/stor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,15 +74,16 @@ def left_fused_loop(device: str) -> bool:
     return LEFT_FUSED_LOOP in device
 
 
-def blank_result(cell: Cell, data: Dataset, checkpoints: int) -> CellResult:
-    """A result of ``cell`` before training: NaN trajectory of ``checkpoints`` checkpoints,
-    ``alpha = opt = 0``, status ok (a task fills in what it computes)."""
-    n, T, d = cell.n, cell.T, cell.d
-    C = checkpoints
+def blank_result(
+    cell: Cell, data: Dataset, iterations: Sequence[int], opt: np.ndarray | None = None
+) -> CellResult:
+    """A result of ``cell`` on ``data`` before training: NaN trajectory at ``iterations``,
+    ``alpha = opt`` (default 0), status ok (a task fills in what it computes)."""
+    C, (n, T, d) = len(iterations), data.X.shape
+    opt = np.zeros(n, np.int64) if opt is None else opt
     return CellResult(
         cell=cell, status="ok", message="", data=data,
-        iterations=np.asarray(cell.checkpoints(), np.int64),
+        iterations=np.asarray(iterations, np.int64),
         W=np.full((C, d, d), np.nan), softmax=np.full((C, n, T), np.nan),
-        loss=np.full(C, np.nan), wnorm=np.full(C, np.nan),
-        alpha=np.zeros(n, np.int64), opt=np.zeros(n, np.int64),
+        loss=np.full(C, np.nan), wnorm=np.full(C, np.nan), alpha=opt.copy(), opt=opt,
     )  # fmt: skip

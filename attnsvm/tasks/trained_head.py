@@ -8,23 +8,10 @@ the token scores, plus the max-margin head of the attended tokens
 
 from __future__ import annotations
 
-from attnsvm.config.cell import Cell
-from attnsvm.tasks import Task
-from attnsvm.tasks.measure import stored_scalars, stored_svms
-from attnsvm.tasks.trajectory import run_group
+from attnsvm.tasks.trajectory import head_task
 
-
-def _selects(cell: Cell) -> bool:
-    return cell.task == "train" and cell.train_head
-
-
-TASK = Task(
-    name="trained_head",
-    selects=_selects,
-    run_group=lambda cells, device, cache, progress: run_group(
-        cells, device, cache, progress, "trained_head"
-    ),
-    svms=stored_svms,
-    doc="the linear head v trained jointly with the attention (docs/science.md 11)",
-    scalars=stored_scalars,
+TASK = head_task(
+    "trained_head",
+    lambda cell: cell.task == "train" and cell.train_head,
+    "the linear head v trained jointly with the attention (docs/science.md 11)",
 )

@@ -12,17 +12,16 @@ training run fails the group's cells with its traceback; it never stops the job.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 import traceback
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from attnsvm.config.cell import Cell
 from attnsvm.gd.data import (
-    Dataset,
     make_dataset,
     make_init,
     make_test_dataset,
@@ -31,9 +30,10 @@ from attnsvm.gd.data import (
 )
 from attnsvm.logs import progress_bar
 from attnsvm.svm import sequence as SEQ
+from attnsvm.tasks import Task
 from attnsvm.tasks.cache import SolveCache
-from attnsvm.tasks.measure import optimal_selection, solve_group
-from attnsvm.tasks.result import CellResult
+from attnsvm.tasks.measure import optimal_selection, solve_group, stored_scalars, stored_svms
+from attnsvm.tasks.result import CellResult, blank_result
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,11 @@ def run_group(
 ) -> list[CellResult]:
     """One shape group of a task that trains one attention head on the paper's data (the
     model ``kind``: ``single_head``, ``trained_head`` or the regularization ``path``): its
-    data, one batched training run, then SVMs and metrics per cell."""
+    data, one batched training run, then SVMs and metrics per cell.
+
+    A trained head (docs/science.md §11) replaces the data's v by its final v, so token
+    scores, opt and the convergence type are those of the head GD ends with.
+    """
     c0 = cells[0]
     t_data = time.perf_counter()
     datasets = [make_dataset(c) for c in cells]
@@ -84,86 +88,50 @@ def run_group(
         datasets, masks = [p[0] for p in pairs], [p[1] for p in pairs]
     log.info("stage data: %d dataset(s) in %.3f s", len(cells), time.perf_counter() - t_data)
     radii = path_radii(c0.settings("train")) if kind == "path" and c0.train else None
-    run = GroupRun.untrained(cells, datasets, radii)
+    tr, error = None, ""
     if c0.train:
         b = stack_batch(datasets, [make_init(c) for c in cells])
         arrays = {k: b[k] for k in ("X", "Y", "Z", "v", "V")}
         arrays["mask"] = None if masks[0] is None else np.stack(masks)
-        run.trained(*train_group(kind, cells, arrays, b["init"], device, progress), len(cells))
-    results = [
-        run.result(s, cell, ds, masks[s])
-        for s, (cell, ds) in enumerate(zip(cells, datasets, strict=True))
-    ]
+        tr, error = train_group(kind, cells, arrays, b["init"], device, progress)
+    its = c0.checkpoints() if c0.train else []
+    its = its if radii is None else np.arange(1, len(radii) + 1)  # one "checkpoint" per radius
+    results = []
+    for s, (cell, ds, mask) in enumerate(zip(cells, datasets, masks, strict=True)):
+        head = None if tr is None or tr.v is None or not len(tr.v[s]) else tr.v[s]
+        if head is not None:
+            ds = dataclasses.replace(ds, v=head[-1].copy())
+        res = blank_result(cell, ds, its, optimal_selection(ds, mask))
+        res.mask, res.head = mask, head
+        res.head_init = None if head is None else datasets[s].v
+        record_training(res, tr, s, error)
+        results.append(res)
     if c0.n_test > 0:  # the held-out sample, docs/science.md §15 (not for sequence attention)
         for res in results:
             res.test_data = make_test_dataset(res.cell, res.data)
-    solve_group(results, c0, cache, device, progress, run.radii)
+    solve_group(results, c0, cache, device, progress, radii)
     return results
 
 
-@dataclass
-class GroupRun:
-    """The trajectories of a shape group (docs/science.md §3): zeros until trained."""
-
-    iterations: np.ndarray  # (C,)
-    W: np.ndarray  # (S, C, d, d)
-    softmax: np.ndarray  # (S, C, n, T)
-    loss: np.ndarray  # (S, C)
-    wnorm: np.ndarray  # (S, C)
-    finite: np.ndarray  # (S,)
-    nonfinite_iteration: np.ndarray  # (S,)
-    radii: np.ndarray | None = None  # regularization path: one "checkpoint" per radius
-    device: str = "cpu"
-    seconds: float = 0.0  # training seconds per cell
-    error: str = ""  # traceback of a failed training run
-    head: np.ndarray | None = None  # (S, C, d) v(k) of a trained head (train_head)
-
-    @classmethod
-    def untrained(
-        cls, cells: list[Cell], datasets: list[Dataset], radii: np.ndarray | None = None
-    ) -> GroupRun:
-        c0 = cells[0]
-        S, C = len(cells), len(c0.checkpoints()) if c0.train else 0
-        n, T, d = datasets[0].n, c0.T, c0.d
-        iters = np.asarray(c0.checkpoints() if c0.train else [], dtype=np.int64)
-        if radii is not None:  # one "checkpoint" per radius (attnsvm.gd.train.train_path)
-            C, iters = len(radii), np.arange(1, len(radii) + 1, dtype=np.int64)
-        zeros = np.zeros((S, C))
-        return cls(iters, np.zeros((S, C, d, d)), np.zeros((S, C, n, T)), zeros, zeros.copy(),
-                   np.ones(S, bool), -np.ones(S, np.int64), radii)  # fmt: skip
-
-    def trained(self, tr: Any, error: str, S: int) -> None:
-        """The group's training run (:func:`train_group`), or its failure (``error``)."""
-        self.error = error
-        if tr is not None:
-            self.W, self.softmax, self.loss, self.wnorm = tr.W, tr.softmax, tr.loss, tr.wnorm
-            self.finite, self.nonfinite_iteration = tr.finite, tr.nonfinite_iteration
-            self.device, self.seconds, self.head = tr.device, tr.seconds / S, tr.v
-
-    def result(self, s: int, cell: Cell, ds: Dataset, mask: np.ndarray | None) -> CellResult:
-        """The result of seed ``s`` before its SVMs: trajectory, status, alpha = opt.
-
-        A trained head (docs/science.md §11) replaces the data's v by its final v, so token
-        scores, opt and the convergence type are those of the head GD ends with.
-        """
-        head_init = None
-        if self.head is not None and len(self.head[s]):
-            head_init, ds = ds.v, dataclasses.replace(ds, v=self.head[s, -1].copy())
-        opt = optimal_selection(ds, mask)
-        res = CellResult(
-            cell=cell, status="ok", message="", data=ds, iterations=self.iterations,
-            W=self.W[s], softmax=self.softmax[s], loss=self.loss[s], wnorm=self.wnorm[s],
-            alpha=opt.copy(), opt=opt, device=self.device, mask=mask,
-            head=None if head_init is None else self.head[s], head_init=head_init,
-        )  # fmt: skip
-        res.timings["train"] = self.seconds
-        if self.error:
-            res.status, res.message = "failed", f"training failed: {self.error}"
-        elif not self.finite[s]:
-            res.status, res.message = "nonfinite", nonfinite_message(self.nonfinite_iteration[s])
-        return res
+def record_training(res: CellResult, tr: Any, s: int, error: str = "") -> None:
+    """Seed ``s`` of a group's training run (:func:`train_group`, None when it failed with
+    ``error`` or did not run) into its result: the trajectory, the device, the training time
+    per cell and the status of a seed that went non-finite (docs/science.md §3)."""
+    res.timings["train"] = 0.0 if tr is None else tr.seconds / len(tr.finite)
+    if error:
+        res.status, res.message = "failed", f"training failed: {error}"
+    if tr is None:
+        return
+    res.W, res.softmax, res.loss, res.wnorm = tr.W[s], tr.softmax[s], tr.loss[s], tr.wnorm[s]
+    res.device = tr.device
+    if not tr.finite[s]:
+        res.status = "nonfinite"
+        res.message = f"training went non-finite at iteration {int(tr.nonfinite_iteration[s])}"
 
 
-def nonfinite_message(iteration: int) -> str:
-    """The message of a cell whose training went non-finite at ``iteration``."""
-    return f"training went non-finite at iteration {int(iteration)}"
+def head_task(name: str, selects: Any, doc: str, kind: str | None = None) -> Task:
+    """The :class:`~attnsvm.tasks.Task` of a model ``kind`` (default ``name``) trained by
+    :func:`run_group` on the paper's data, with the SVMs and scalars of
+    :mod:`attnsvm.tasks.measure`."""
+    run = functools.partial(run_group, kind=name if kind is None else kind)
+    return Task(name, selects, run, stored_svms, doc, stored_scalars)
