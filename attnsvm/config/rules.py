@@ -166,3 +166,14 @@ def n_test_rule(c: Any) -> str | None:
             "(docs/science.md 15)"
         )
     return None
+
+
+def weight_decay_rule(c: Any) -> str | None:
+    """Weight decay (docs/science.md §4, "Weight decay"): the Polyak step needs the floor of
+    the loss it descends, and its floor is the unregularized loss's."""
+    if c.weight_decay > 0 and c.optimizer == "polyak":
+        return (
+            "weight_decay needs an optimizer other than polyak: its loss floor is the "
+            "unregularized loss's (docs/science.md 4, 10)"
+        )
+    return None

@@ -239,7 +239,7 @@ class SingleHead(Model):
     FUSED_FIELDS = frozenset({
         "head", "lam", "param", "m", "attention", "init", "optimizer", "lr", "iterations",
         "checkpoint_spacing", "checkpoint_count", "dtype", "train", "seed", "ridge", "adam_beta1",
-        "adam_beta2",
+        "adam_beta2", "init_scale",
     })  # fmt: skip
     """The train fields that fused.c and fused_cuda.cu compute with, check before they apply
     (:func:`attnsvm.gd.fused.applies`) or that act before training (data, initialization):

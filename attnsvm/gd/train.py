@@ -29,7 +29,7 @@ from torch import Tensor
 
 from attnsvm.config.cell import Cell
 from attnsvm.config.fields import CHOICES
-from attnsvm.gd import fused
+from attnsvm.gd import fused, weight_decay
 from attnsvm.gd.data import path_radii, stack_cells
 from attnsvm.gd.device import describe_device, resolve_device
 from attnsvm.gd.model import (
@@ -256,6 +256,9 @@ def train(
     that failed are trained again on their own with the per-step freeze (one host sync per
     call, none per step). ``gradient="autograd"`` differentiates ``model.loss`` instead (same
     numbers to rounding, slower); ``progress(steps)`` is called as the first pass advances.
+    The settings' ``init_scale`` multiplies the initial matrices and ``weight_decay`` adds its
+    penalty to the loss (:mod:`attnsvm.gd.weight_decay`; docs/science.md §3, §4 "Weight
+    decay"); at their defaults nothing changes.
     """
     t0 = time.perf_counter() if t0 is None else t0
     o = model.settings
@@ -263,6 +266,8 @@ def train(
     if o.optimizer not in RULES:
         raise ValueError(f"optimizer must be one of {', '.join(RULES)}, got {o.optimizer!r}")
     params0 = model.params(init)
+    if o.init_scale != 1.0:  # before either loop: the fused loop computes with it
+        params0 = [params0[0] * o.init_scale, *params0[1:]]
     dev = params0[0].device
     eps = float(torch.finfo(params0[0].dtype).tiny) if eps is None else float(eps)
     lrs = [o.lr, o.lr if head_lr is None else head_lr][: len(params0)]
@@ -271,9 +276,10 @@ def train(
         return [make_rule(o.optimizer, lr, eps, o, m) for lr in lrs]
 
     use_fused, left_out = fused.decide(model, gradient)
+    objective = weight_decay.wrap(model, o)
     no_autograd = torch.inference_mode if gradient == "analytic" else torch.no_grad
     with no_autograd():
-        m = model if gradient == "analytic" else _Autograd(model)
+        m = objective if gradient == "analytic" else _Autograd(objective)
         if use_fused:
             bufs, alive, bad_at = fused.train(model, params0[0], ks, iterations, eps, progress)
         else:
