@@ -194,15 +194,16 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
     "prox_residual_nuc": (
         "nuclear prox residual",
         "1",
-        "||W - prox(W - G / lambda)||_F / ||W||_F at the final W, the prox of ||.||_* with "
-        "rank <= m (KQ; none for W), G the unregularized loss gradient: 0 iff W is stationary "
-        "for L(W) + lambda ||W||_* (section 4, weight decay)",
+        "||W - prox(W - G / lambda)||_F / max(||W||_F, ||G / lambda||_F) at the final W, the "
+        "prox of ||.||_* with rank <= m (KQ; none for W), G the unregularized loss gradient: "
+        "0 iff W is stationary for L(W) + lambda ||W||_* (section 4, weight decay)",
     ),
     "prox_residual_fro": (
         "Frobenius prox residual",
         "1",
-        "||W + G / lambda||_F / (2 ||W||_F) at the final W, G the unregularized loss gradient: "
-        "0 iff W is stationary for L(W) + (lambda / 2) ||W||_F^2 (section 4, weight decay)",
+        "||W + G / lambda||_F / (2 max(||W||_F, ||G / lambda||_F)) at the final W, G the "
+        "unregularized loss gradient: 0 iff W is stationary for L(W) + (lambda / 2) ||W||_F^2, "
+        "at most 1 (section 4, weight decay)",
     ),
     # next-token prediction (section 8)
     "fin_dist": (

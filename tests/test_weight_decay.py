@@ -67,7 +67,12 @@ def test_prox_residuals_vanish_exactly_at_each_problems_stationary_points():
     G = -lam * (U[:, :2] @ V[:, :2].T + 1.5 * U[:, 2:3] @ V[:, 2:3].T)
     assert WD.prox_residuals(W, G, lam, rank=None)["prox_residual_nuc"] > 0.1
     assert WD.prox_residuals(W, G, lam, rank=2)["prox_residual_nuc"] < 1e-14
-    assert np.isnan(WD.prox_residuals(0 * W, G, lam, None)["prox_residual_fro"])
+    # a factorization decayed to W = 0 with ||G||_op <= lam: nuclear-stationary, not Frobenius
+    r = WD.prox_residuals(0 * W, 0.5 * G / 1.5, lam, rank=None)
+    assert r["prox_residual_nuc"] == 0.0 and r["prox_residual_fro"] == 0.5
+    r = WD.prox_residuals(1e-30 * W, 0.5 * G / 1.5, lam, rank=None)
+    assert r["prox_residual_nuc"] < 1e-25 and abs(r["prox_residual_fro"] - 0.5) < 1e-25
+    assert np.isnan(WD.prox_residuals(0 * W, 0 * G, lam, None)["prox_residual_fro"])
     with pytest.raises(ValueError, match="weight_decay > 0"):
         WD.prox_residuals(W, G, 0.0, None)
 
@@ -150,3 +155,52 @@ def test_weight_decay_zero_is_the_old_code_path():
 def test_weight_decay_refuses_the_polyak_step():
     with pytest.raises(ValueError, match="polyak"):
         Cell(optimizer="polyak", weight_decay=0.1, **SMALL)
+
+
+@pytest.mark.parametrize("lowrank", [False, True])
+def test_weight_decay_figure_renders_from_a_tiny_pipeline(tmp_path, lowrank):
+    """The figure from a real sweep (write_block -> collect_sweep -> summarize): both files,
+    a caption with this run's counts, valid RST and the reviewer's checks."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from docutils.core import publish_parts
+
+    from attnsvm.plan import parse_experiment
+    from attnsvm.report.draw import make_figure
+    from attnsvm.report.figure_check import assert_figure_ok
+    from attnsvm.report.figures import figure_module
+    from attnsvm.sweep.collect import collect_sweep
+    from attnsvm.sweep.summary import summarize
+    from attnsvm.sweep.worker import write_block
+
+    fixed = {**SMALL, "optimizer": "plain", "lr": 1.0, "iterations": 200}
+    grid = {"weight_decay": [0.01, 0.03], "init_scale": [0.5, 1.0]}
+    if lowrank:
+        fixed.update(param="KQ", m=2)
+    else:
+        grid["param"] = ["W", "KQ"]
+    raw = {"fixed": fixed, "grid": grid, "seeds": 2, "figures": ["weight_decay"]}
+    exp = parse_experiment("t_weight_decay", raw, 64)
+    paths = {
+        b.name: write_block(
+            b.cells, tmp_path / f"{b.name}.zarr", experiment=exp.name, block=b.name, device="cpu"
+        )  # fmt: skip
+        for b in exp.blocks()
+    }
+    sweep = collect_sweep(exp, paths)
+    summary = summarize(sweep)
+    assert "prox_residual_nuc_mean" in summary and "prox_residual_fro_mean" in summary
+    pdf, png, caption = (tmp_path / f"f.{ext}" for ext in ("pdf", "png", "caption.rst"))
+    make_figure("weight_decay", sweep, summary, pdf, png, caption)
+    assert pdf.stat().st_size > 1000 and png.stat().st_size > 1000
+    text = caption.read_text()
+    n_ok = int(summary["count_status"].sel(status="ok").sum())
+    assert f"{n_ok} ok, 0 nonfinite, 0 failed, 0 missing" in text
+    publish_parts(text, writer="html", settings_overrides={"halt_level": 2})
+    plotted = figure_module("weight_decay").plot(sweep, summary)
+    assert plotted.texts == []
+    assert_figure_ok(plotted, "weight_decay")
+    assert all(ax.get_legend() is None for ax in plotted.axes) and plotted.legends
+    plt.close(plotted)

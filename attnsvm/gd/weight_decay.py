@@ -98,24 +98,28 @@ def prox_nuclear(A: np.ndarray, tau: float, rank: int | None = None) -> np.ndarr
 def prox_residuals(W: np.ndarray, G: np.ndarray, lam: float, rank: int | None) -> dict:
     """How far ``W`` is from a stationary point of each regularized problem (module
     docstring), given ``G = grad L(W)`` and ``lam`` > 0: the fixed-point residual of the
-    proximal-gradient map with step ``1 / lam``, relative to ``||W||_F``,
+    proximal-gradient map with step ``1 / lam``, relative to the scale of that map's input
+    ``s = max(||W||_F, ||G / lam||_F)``,
 
-        prox_residual_nuc = ||W - prox_{||.||_*, rank <= m}(W - G / lam)||_F / ||W||_F
-        prox_residual_fro = ||W - (W - G / lam) / 2||_F / ||W||_F = ||W + G / lam|| / (2 ||W||)
+        prox_residual_nuc = ||W - prox_{||.||_*, rank <= m}(W - G / lam)||_F / s
+        prox_residual_fro = ||W - (W - G / lam) / 2||_F / s = ||W + G / lam||_F / (2 s)
 
     (the prox of ``(1/lam) (lam/2) ||.||_F^2`` halves its argument). Each is 0 exactly where W
     is stationary for its problem (``-G in lam d||W||_*``, ``-G = lam W``), and of order 1
-    at the other problem's optimum (W = U diag(sigma) V^T there: ``||sigma - 1|| / ||sigma||``
-    and the like), whatever lambda. NaN for W = 0."""
+    at the other problem's stationary points (W = U diag(sigma) V^T there: ``||sigma - 1|| /
+    ||sigma||`` and the like), whatever lambda; the Frobenius one is at most 1. The scale is
+    ``s``, not ``||W||_F`` alone, so that a factorization that decays to W = 0 (a stationary
+    point of the nuclear problem when ``||G||_op <= lam``) reads as stationary for the nuclear
+    problem and not for the Frobenius one, as it is. NaN when ``s`` is 0 or not finite."""
     if not lam > 0:
         raise ValueError(f"the regularized optimum needs weight_decay > 0, got {lam!r}")
-    norm = float(np.linalg.norm(W))
-    if not (norm > 0 and np.isfinite(norm) and np.all(np.isfinite(G))):
+    scale = max(float(np.linalg.norm(W)), float(np.linalg.norm(G)) / lam)
+    if not (scale > 0 and np.isfinite(scale)):
         return dict.fromkeys(SCALARS, float("nan"))
     A = W - G / lam
     return {
-        "prox_residual_nuc": float(np.linalg.norm(W - prox_nuclear(A, 1.0, rank)) / norm),
-        "prox_residual_fro": float(np.linalg.norm(W - A / 2.0) / norm),
+        "prox_residual_nuc": float(np.linalg.norm(W - prox_nuclear(A, 1.0, rank)) / scale),
+        "prox_residual_fro": float(np.linalg.norm(W - A / 2.0) / scale),
     }
 
 
