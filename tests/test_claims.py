@@ -391,6 +391,7 @@ PROBES = [
     {"weight_decay": 0.1, "param": "KQ", "m": 2},
     {"weight_decay": 0.1, "train_head": True},
     {"weight_decay": 0.1, "heads": 2},
+    {"batch_size": 2},
 ]
 
 

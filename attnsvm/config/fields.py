@@ -714,6 +714,21 @@ FIELDS: tuple[Field, ...] = (
         probe=Probe("clarabel-dual"),
     ),
     Field(
+        name="batch_size",
+        kind="optional int",
+        default=None,
+        doc="examples per step, drawn in epochs without replacement from the cell's seed (stream "
+        "4; docs/science.md 10, mini-batches); null: full batch (task train, one fixed head, "
+        "cross or self attention, not polyak)",
+        long_name="batch size",
+        stages=("train",),
+        must="an integer in [1, n] or null (full batch)",
+        bounds={"ge": 1},
+        allowed="1..n or null",
+        rule=rules.batch_size_rule,
+        probe=Probe(1),
+    ),
+    Field(
         name="weight_decay",
         kind="real",
         default=0.0,
@@ -766,7 +781,7 @@ FLOAT_FIELDS: frozenset[str] = frozenset(f.name for f in FIELDS if f.kind == "re
 #: reported); each is its field's ``rule`` (:mod:`attnsvm.config.rules`).
 RULE_ORDER = (
     "m", "checkpoint_count", "generator", "radius_max", "task", "train_head", "attention",
-    "heads", "head", "optimizer", "n_test", "weight_decay",
+    "heads", "head", "optimizer", "n_test", "batch_size", "weight_decay",
 )  # fmt: skip
 
 
