@@ -190,6 +190,21 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
     ),
     "lowrank_certified": ("rank-m certified", None, "1 if the rank-m solution reaches the bound"),
     "lowrank_agree": ("agreeing restarts", None, "restarts within 1e-4 of the best objective"),
+    # weight decay (section 4, "Weight decay"; attnsvm.gd.weight_decay)
+    "prox_residual_nuc": (
+        "nuclear prox residual",
+        "1",
+        "||W - prox(W - G / lambda)||_F / max(||W||_F, ||G / lambda||_F) at the final W, the "
+        "prox of ||.||_* with rank <= m (KQ; none for W), G the unregularized loss gradient: "
+        "0 iff W is stationary for L(W) + lambda ||W||_* (section 4, weight decay)",
+    ),
+    "prox_residual_fro": (
+        "Frobenius prox residual",
+        "1",
+        "||W + G / lambda||_F / (2 max(||W||_F, ||G / lambda||_F)) at the final W, G the "
+        "unregularized loss gradient: 0 iff W is stationary for L(W) + (lambda / 2) ||W||_F^2, "
+        "at most 1 (section 4, weight decay)",
+    ),
     # next-token prediction (section 8)
     "fin_dist": (
         "distance to W_fin",

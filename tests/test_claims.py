@@ -387,6 +387,11 @@ PROBES = [
     {"attention": "self", "optimizer": "polyak"},
     {"generator": "signal_noise", "label_flip": 0.3, "n_test": 10},
     {"n_test": 10, "attention": "self", "param": "KQ"},
+    {"weight_decay": 0.1, "optimizer": "plain"},
+    {"weight_decay": 0.1, "param": "KQ", "m": 2},
+    {"weight_decay": 0.1, "train_head": True},
+    {"weight_decay": 0.1, "heads": 2},
+    {"batch_size": 2},
 ]
 
 

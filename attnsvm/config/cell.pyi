@@ -120,6 +120,17 @@ class Cell:
     """the route the Frobenius and nuclear Att-SVMs (of alpha and opt, of each head, the NTP-
     SVM) try first wherever it applies, for a route ablation (auto: their route tables,
     attnsvm/svm/routes.py; every answer takes its certificate; docs/science.md 4)"""
+    batch_size: int | None = None
+    """examples per step, drawn in epochs without replacement from the cell's seed (stream 4;
+    docs/science.md 10, mini-batches); null: full batch (task train, one fixed head, cross
+    or self attention, not polyak)"""
+    weight_decay: float = 0.0
+    """lambda of the penalty lambda/2 (||W||_F^2, or ||K||_F^2 + ||Q||_F^2) added to the
+    training loss, and the regularized optimum's residuals (>= 0; docs/science.md 4, weight
+    decay; not task regpath, not polyak)"""
+    init_scale: float = 1.0
+    """multiplies the initial W, or each of K and Q, of docs/science.md 3 (> 0; not task
+    regpath)"""
     @property
     def inner_dim(self) -> int: ...
     def shape_key(self) -> tuple[tuple[str, Any], ...]: ...

@@ -713,6 +713,51 @@ FIELDS: tuple[Field, ...] = (
         choices=("auto", *SVM_ROUTES),
         probe=Probe("clarabel-dual"),
     ),
+    Field(
+        name="batch_size",
+        kind="optional int",
+        default=None,
+        doc="examples per step, drawn in epochs without replacement from the cell's seed (stream "
+        "4; docs/science.md 10, mini-batches); null: full batch (task train, one fixed head, "
+        "cross or self attention, not polyak)",
+        long_name="batch size",
+        stages=("train",),
+        must="an integer in [1, n] or null (full batch)",
+        bounds={"ge": 1},
+        allowed="1..n or null",
+        rule=rules.batch_size_rule,
+        probe=Probe(1),
+    ),
+    Field(
+        name="weight_decay",
+        kind="real",
+        default=0.0,
+        doc="lambda of the penalty lambda/2 (||W||_F^2, or ||K||_F^2 + ||Q||_F^2) added to the "
+        "training loss, and the regularized optimum's residuals (>= 0; docs/science.md 4, weight "
+        "decay; not task regpath, not polyak)",
+        long_name="weight decay",
+        stages=("train", "measure"),
+        must="a non-negative finite number",
+        bounds={"ge": 0},
+        allowed=">= 0",
+        applies=lambda c: c.task != "regpath" and c.train,
+        rule=rules.weight_decay_rule,
+        probe=Probe(0.1),
+    ),
+    Field(
+        name="init_scale",
+        kind="real",
+        default=1.0,
+        doc="multiplies the initial W, or each of K and Q, of docs/science.md 3 (> 0; not task "
+        "regpath)",
+        long_name="initial scale",
+        stages=("train",),
+        must=_POSITIVE_MUST,
+        bounds={"gt": 0},
+        allowed="> 0",
+        applies=lambda c: c.task != "regpath" and c.train,
+        probe=Probe(3.0),
+    ),
     # new fields go here, above this line (docs/extending.md)
 )
 """Every cell field, in the order of the :class:`~attnsvm.config.cell.Cell` dataclass."""
@@ -736,7 +781,7 @@ FLOAT_FIELDS: frozenset[str] = frozenset(f.name for f in FIELDS if f.kind == "re
 #: reported); each is its field's ``rule`` (:mod:`attnsvm.config.rules`).
 RULE_ORDER = (
     "m", "checkpoint_count", "generator", "radius_max", "task", "train_head", "attention",
-    "heads", "head", "optimizer", "n_test",
+    "heads", "head", "optimizer", "n_test", "batch_size", "weight_decay",
 )  # fmt: skip
 
 

@@ -166,3 +166,39 @@ def n_test_rule(c: Any) -> str | None:
             "(docs/science.md 15)"
         )
     return None
+
+
+def batch_size_rule(c: Any) -> str | None:
+    """Mini-batches (docs/science.md §10, "Mini-batches"): the sampled unit is an example of
+    one fixed head's loss; the Polyak step needs the full loss."""
+    if c.batch_size is None:
+        return None
+    if c.batch_size > c.n:
+        return (
+            f"batch_size must be an integer in [1, n={c.n}] or null (full batch), got "
+            f"{c.batch_size!r}"
+        )
+    fits = (
+        c.train
+        and (c.task, c.heads, c.train_head) == ("train", 1, False)
+        and c.attention in ("cross", "self")
+        and c.optimizer != "polyak"
+    )
+    if not fits:
+        return (
+            "batch_size needs train: true, task 'train', one fixed head (heads 1, train_head "
+            "false), attention 'cross' or 'self' and an optimizer other than polyak "
+            "(docs/science.md 10)"
+        )
+    return None
+
+
+def weight_decay_rule(c: Any) -> str | None:
+    """Weight decay (docs/science.md §4, "Weight decay"): the Polyak step needs the floor of
+    the loss it descends, and its floor is the unregularized loss's."""
+    if c.weight_decay > 0 and c.optimizer == "polyak":
+        return (
+            "weight_decay needs an optimizer other than polyak: its loss floor is the "
+            "unregularized loss's (docs/science.md 4, 10)"
+        )
+    return None

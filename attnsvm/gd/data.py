@@ -23,6 +23,8 @@ _INIT_STREAM = 1
 #: the held-out test sample (docs/science.md §15): a stream of its own, so its examples are
 #: independent of the training ones drawn from the same seed
 _TEST_STREAM = 2
+#: the mini-batch draws of training (docs/science.md §10, "Mini-batches"; attnsvm.gd.minibatch)
+MINIBATCH_STREAM = 4
 #: stream of the initializations of heads 2..H (head 1 is make_init's, so H = 1 is unchanged)
 HEAD_INIT_STREAM = 0x4D48
 

@@ -241,12 +241,16 @@ class SingleHead(Model):
     FUSED_FIELDS = frozenset({
         "head", "lam", "param", "m", "attention", "init", "optimizer", "lr", "iterations",
         "checkpoint_spacing", "checkpoint_count", "dtype", "train", "seed", "ridge", "adam_beta1",
-        "adam_beta2",
+        "adam_beta2", "init_scale",
     })  # fmt: skip
     """The train fields that fused.c and fused_cuda.cu compute with, check before they apply
     (:func:`attnsvm.gd.fused.applies`) or that act before training (data, initialization):
     a field added later reaches the fused loop only when its name is added here and the loop
     computes with it (docs/extending.md, "The fused loop")."""
+
+    #: (S, n, 1) weights of ``dL/df_i`` for the next gradient (a mini-batch's, set by
+    #: :class:`attnsvm.gd.minibatch.MiniBatch`); None: every example counts once
+    example_weights: Tensor | None = None
 
     def __init__(self, batch: Batch, settings: Any = None, **options: Any) -> None:
         super().__init__(batch, settings, **options)
@@ -306,6 +310,8 @@ class SingleHead(Model):
         if not grad:
             return loss, s, W, None
         g = torch.mul(self.negY_n, sig, out=sig)  # dL/df_i, (S, n, 1)
+        if self.example_weights is not None:  # a mini-batch (attnsvm.gd.minibatch)
+            g.mul_(self.example_weights)
         if self.c is not None:
             e, sse = saved
             dl = (e.sub_(sse) if self.stable else e - sse).mul_(s * g)

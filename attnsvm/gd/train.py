@@ -29,7 +29,7 @@ from torch import Tensor
 
 from attnsvm.config.cell import Cell
 from attnsvm.config.fields import CHOICES
-from attnsvm.gd import fused
+from attnsvm.gd import fused, minibatch, weight_decay
 from attnsvm.gd.data import path_radii, stack_cells
 from attnsvm.gd.device import describe_device, resolve_device, to_device
 from attnsvm.gd.model import (
@@ -241,6 +241,7 @@ def train(
     head_lr: float | None = None,
     progress: Callable[[int], None] | None = None,
     t0: float | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> TrainResult:
     """Train ``model`` from ``init`` (``{"W"}`` or ``{"K", "Q"}`` tensors on its device) with
     its settings' optimizer, step size, iterations and checkpoints (docs/science.md §3).
@@ -256,6 +257,11 @@ def train(
     that failed are trained again on their own with the per-step freeze (one host sync per
     call, none per step). ``gradient="autograd"`` differentiates ``model.loss`` instead (same
     numbers to rounding, slower); ``progress(steps)`` is called as the first pass advances.
+    The settings' ``init_scale`` multiplies the initial matrices, ``weight_decay`` adds its
+    penalty to the loss (:mod:`attnsvm.gd.weight_decay`; docs/science.md §3, §4 "Weight
+    decay") and ``batch_size`` makes each step's gradient a mini-batch's
+    (:mod:`attnsvm.gd.minibatch`, whose draws need each trained seed's cell ``seeds``;
+    §10 "Mini-batches"); at their defaults nothing changes.
     """
     t0 = time.perf_counter() if t0 is None else t0
     o = model.settings
@@ -263,6 +269,8 @@ def train(
     if o.optimizer not in RULES:
         raise ValueError(f"optimizer must be one of {', '.join(RULES)}, got {o.optimizer!r}")
     params0 = model.params(init)
+    if o.init_scale != 1.0:  # before either loop: the fused loop computes with it
+        params0 = [params0[0] * o.init_scale, *params0[1:]]
     dev = params0[0].device
     eps = float(torch.finfo(params0[0].dtype).tiny) if eps is None else float(eps)
     lrs = [o.lr, o.lr if head_lr is None else head_lr][: len(params0)]
@@ -271,9 +279,10 @@ def train(
         return [make_rule(o.optimizer, lr, eps, o, m) for lr in lrs]
 
     use_fused, left_out = fused.decide(model, gradient)
+    objective = weight_decay.wrap(minibatch.wrap(model, o, seeds), o)
     no_autograd = torch.inference_mode if gradient == "analytic" else torch.no_grad
     with no_autograd():
-        m = model if gradient == "analytic" else _Autograd(model)
+        m = objective if gradient == "analytic" else _Autograd(objective)
         if use_fused:
             bufs, alive, bad_at = fused.train(model, params0[0], ks, iterations, eps, progress)
         else:
@@ -376,6 +385,7 @@ def train_arrays(
     gradient: str = "analytic",
     head_lr: float | None = None,
     progress: Callable[[int], None] | None = None,
+    seeds: Sequence[int] | None = None,
     **fields: Any,
 ) -> TrainResult:
     """:func:`train` of a ``kind`` of model (:data:`KINDS`) from host ``arrays`` with a leading
@@ -387,7 +397,8 @@ def train_arrays(
     whole; a library call may give fields as keywords instead (``param="W", lr=0.1,
     checkpoints=[0, 10]``). ``head_lr``: the trained head's step (default ``lr``; 0: the
     fixed head's run, bit for bit); ``stable=False``: the textbook attended token
-    (comparisons only); the rest as :func:`train`."""
+    (comparisons only); ``seeds``: each trained seed's cell seed (the mini-batch draws); the
+    rest as :func:`train`."""
     t0 = time.perf_counter()
     check_choice("kind", kind, KINDS)
     o = train_settings(settings, **fields)
@@ -405,7 +416,7 @@ def train_arrays(
     if kind == "path":
         return train_path(model, init_t, path_radii(o), t0)
     return train(model, init_t, gradient=gradient, eps=eps, head_lr=head_lr, progress=progress,
-                 t0=t0)  # fmt: skip
+                 t0=t0, seeds=seeds)  # fmt: skip
 
 
 def train_batch(
@@ -430,4 +441,5 @@ def train_cells(cells: Sequence[Cell], device: str = "auto") -> TrainResult:
     """Train cells that share :meth:`Cell.shape_key` as one batch (seed order preserved)."""
     b = stack_cells(cells)
     data = (b["X"], b["Y"], b["Z"], b["v"], b["V"], b["init"])
-    return train_batch(*data, cells[0].settings("train"), device=device)
+    return train_batch(*data, cells[0].settings("train"), device=device,
+                       seeds=[c.seed for c in cells])  # fmt: skip

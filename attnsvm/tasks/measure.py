@@ -19,6 +19,7 @@ from collections import Counter
 import numpy as np
 
 from attnsvm.config.cell import Cell
+from attnsvm.gd import weight_decay as WD
 from attnsvm.gd.data import Dataset, optimal_tokens, token_scores
 from attnsvm.logs import progress_bar
 from attnsvm.svm import (
@@ -86,6 +87,8 @@ def stored_scalars(cell: Cell) -> tuple[str, ...]:
         out += _HEAD
     if cell.task == "train":
         out += M.rate_scalars()
+    if WD.measured(cell):
+        out += WD.SCALARS
     if cell.n_test > 0:
         out += (*G.SCALARS, *G.BASELINE_SCALARS)
     if cell.norm_svms:
@@ -276,6 +279,8 @@ def _measure_trajectory(res: CellResult, cons: dict, gamma: np.ndarray, alpha_is
             _trained_head(res)
         if cell.task == "train":  # a trajectory in k (a regularization path's is in R)
             _rates(res)
+        if WD.measured(cell):  # the regularized optimum (docs/science.md §4, weight decay)
+            res.scalars.update(WD.regularized_residuals(res.data, W_gd, cell.settings("train")))
         if res.test_data is not None:
             _generalization(res)
     else:

@@ -55,7 +55,8 @@ def train_group(
         from attnsvm.gd.train import train_arrays  # torch: only where a group trains
 
         tr = train_arrays(kind, arrays, init, c0.settings("train"), device=device,
-                          progress=None if steps is None else steps.update)  # fmt: skip
+                          progress=None if steps is None else steps.update,
+                          seeds=[c.seed for c in cells])  # fmt: skip
     except Exception:  # recorded per cell (result), never swallowed
         error = traceback.format_exc(limit=3)
     finally:
