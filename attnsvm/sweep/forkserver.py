@@ -303,7 +303,8 @@ def serve(key: str) -> None:
             wait = None if children else IDLE_SECONDS - (time.monotonic() - idle_since)
             if wait is not None and wait <= 0:
                 return
-            for item, _ in sel.select(wait):
+            events = sel.select(wait)
+            for item, _ in events:
                 what = item.data
                 if what is None:
                     _accept(listener, sel, children)
@@ -317,7 +318,7 @@ def serve(key: str) -> None:
                             os.killpg(what[1], signal.SIGKILL)
                         _, status = os.waitpid(what[1], 0)
                         finish(what[1], os.waitstatus_to_exitcode(status))
-            if not children:
+            if events and not children:  # work ended (not a wait that timed out)
                 idle_since = time.monotonic()
     finally:
         for pid in list(children):
