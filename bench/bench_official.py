@@ -58,6 +58,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
+from bench_overhead import job_times  # noqa: E402  (one reading of Snakemake's job stamps)
 from tables import Table  # noqa: E402  (bench/tables.py: BENCHMARKS.md's tables)
 
 from attnsvm.config.grid import planned_experiment  # noqa: E402
@@ -281,33 +282,14 @@ def run_paper_workflow(cores: int) -> float:
     return wall
 
 
-STAMP = r"\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]"
-
-
 def job_overhead(results: Path, log: str) -> None:
-    """Per block job: wall time from Snakemake's own start and finish stamps (1 s
-    resolution) against the compute the block's log states; prints the mean overhead."""
-
-    def stamps(pattern: str) -> dict[str, float]:
-        """jobid -> Unix time of the Snakemake stamp just before ``pattern``."""
-        return {
-            m.group(2): time.mktime(time.strptime(m.group(1), "%a %b %d %H:%M:%S %Y"))
-            for m in re.finditer(STAMP + pattern, log)
-        }
-
-    started = stamps(r"\s+localrule block:(?:\n.*?)*?\n\s+jobid: (\d+)")
-    finished = stamps(r"\s+Finished jobid: (\d+) \(Rule: block\)")
-    walls = [finished[j] - started[j] for j in started if j in finished]
-    computes = [
-        float(m.group(1))
-        for f in results.glob("*/logs/block/*.log")
-        for m in [re.search(r"stage compute: done in ([0-9.]+) s", f.read_text())]
-        if m
-    ]
-    if not walls or len(walls) != len(computes):
-        print(f"# per-job overhead: {len(walls)} job stamps, {len(computes)} block logs")
+    """Per block job: wall time from Snakemake's own stamps against the compute the block's
+    log states (bench_overhead.job_times); prints the mean overhead."""
+    times = job_times(log, results)
+    if times is None:
+        print("# per-job overhead: the Snakemake job stamps and the block logs do not match")
         return
-    n, wall, comp = len(walls), sum(walls) / len(walls), sum(computes) / len(computes)
+    n, wall, comp = times
     TABLE.note(f"Per block job of the whole reproduction ({n} block jobs): mean wall time "
                f"{wall:.2f} s (Snakemake's stamps), mean compute {comp:.2f} s (the block "
                f"logs), so {wall - comp:.2f} s of start-up and store writes per job.")  # fmt: skip

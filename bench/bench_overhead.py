@@ -53,10 +53,12 @@ def overhead_config(jobs: int, results: str) -> dict:
     }
 
 
-def job_overhead(log: str, results: Path) -> tuple[int, float, float]:
-    """(block jobs, mean wall s from Snakemake's stamps, mean compute s from the block logs)."""
+def job_times(log: str, results: Path) -> tuple[int, float, float] | None:
+    """(block jobs, mean wall s from Snakemake's start and finish stamps, 1 s resolution;
+    mean compute s from the block logs), or None when the stamps and logs do not match."""
 
     def stamps(pattern: str) -> dict[str, float]:
+        """jobid -> Unix time of the Snakemake stamp just before ``pattern``."""
         return {
             m.group(2): time.mktime(time.strptime(m.group(1), "%a %b %d %H:%M:%S %Y"))
             for m in re.finditer(STAMP + pattern, log)
@@ -72,8 +74,16 @@ def job_overhead(log: str, results: Path) -> tuple[int, float, float]:
         if m
     ]
     if not walls or len(walls) != len(computes):
-        sys.exit(f"per-job overhead: {len(walls)} job stamps, {len(computes)} block logs")
+        return None
     return len(walls), sum(walls) / len(walls), sum(computes) / len(computes)
+
+
+def job_overhead(log: str, results: Path) -> tuple[int, float, float]:
+    """:func:`job_times`, or exit saying why there are none."""
+    times = job_times(log, results)
+    if times is None:
+        sys.exit("per-job overhead: the Snakemake job stamps and the block logs do not match")
+    return times
 
 
 def run_workflow(tree: Path, python: str, jobs: int, env: dict) -> tuple[float, int, float, float]:
