@@ -131,6 +131,7 @@ class Plan:
         }
         self._digests: dict[str, dict[str, str]] = {}  # block_digests, computed once
         self._cached: set[str] = set()  # experiments whose digests came from their cache
+        self._array_minutes: int | None = None  # array_block_minutes, computed once
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Plan:
@@ -169,12 +170,16 @@ class Plan:
         a rule as one array with the resources of the first of them (one ``sbatch -t`` for all
         tasks), whatever experiment they belong to. Every block therefore asks for the longest
         :meth:`block_minutes` of the whole plan, so that no task inherits a shorter walltime
-        than its own estimate (workflow/profiles/README.md, "Job arrays").
+        than its own estimate (workflow/profiles/README.md, "Job arrays"). Computed once per
+        plan: Snakemake asks each block job for it, so a maximum over the plan at every ask
+        would cost blocks^2 cost-model evaluations (hours of planning at 10^4 blocks).
         """
-        return max(
-            (self.block_minutes(exp, block) for exp in self._blocks for block in self._blocks[exp]),
-            default=BLOCK_SLACK_MINUTES,
-        )
+        if self._array_minutes is None:
+            self._array_minutes = max(
+                (self.block_minutes(e, b) for e in self._blocks for b in self._blocks[e]),
+                default=BLOCK_SLACK_MINUTES,
+            )
+        return self._array_minutes
 
     def block_runtime(self, exp: str, block: str, array_setting: str | None = None) -> int:
         """The block rule's ``runtime`` resource (minutes) under the executor's array setting.

@@ -48,3 +48,19 @@ def test_array_runtime_is_the_longest_block_of_the_plan():
         for setting in ("block", "all", "collect, block"):
             assert p.block_runtime(exp, block, setting) == max(own.values())
     assert p.array_block_minutes() == max(own.values())
+
+
+def test_array_runtime_costs_one_estimate_per_block(monkeypatch):
+    """Snakemake asks every block job for its runtime: under arrays the plan's longest block
+    is found once, not once per ask (the 10^4-block rehearsal spent its planning there)."""
+    from attnsvm.config.grid import Block
+
+    p = plan()
+    calls = []
+    estimate = Block.predicted_seconds
+    monkeypatch.setattr(Block, "predicted_seconds", lambda b: calls.append(b) or estimate(b))
+    names = [(e, b) for e in p.experiments for b in p.blocks(e)]
+    for _ in range(3):
+        for exp, block in names:
+            p.block_runtime(exp, block, "block")
+    assert len(calls) == len(names)
