@@ -20,12 +20,13 @@ how many seeds were timed.
 Sections (``--sections``, comma-separated; default all):
 
 * e2: local_converge.ipynb (n=6, T=8, d=10, W and KQ, 2000 steps, both SVMs per run) on
-  ``--e2-seeds`` seeds, scaled to 100, vs attnsvm's E2 of config/paper.yaml (100 seeds x
-  {W, KQ}) through :func:`attnsvm.tasks.run_cells`, once with the default training
+  ``--e2-seeds`` seeds, scaled to E2's seeds in config/paper.yaml, vs attnsvm's E2 (those
+  seeds x {W, KQ}) through :func:`attnsvm.tasks.run_cells`, once with the default training
   loop (the fused loop where it builds) and once with the torch loop (``ATTNSVM_FUSED=0``).
 * e3: svm_rank.ipynb's loop (``W_svm_solver`` for both norms, ``matrix_rank(tol=1e-7)``) at
-  every (n, T, d) of attnsvm's E3 grid (72 points; the notebook's own grid has 40 of them) on
-  ``--e3-seeds`` seeds per point, scaled to 100, vs attnsvm's whole E3 (7200 cells).
+  every (n, T, d) of attnsvm's E3 grid (the notebook's own grid has 40 of its points) on
+  ``--e3-seeds`` seeds per point, scaled to attnsvm's seeds at that point, vs attnsvm's
+  whole E3.
 * nuc: one nuclear SVM at (n, T, d) = (50, 20, 100) (950 rows): the official ``W_svm_solver``
   (cvxpy's default solver) vs :func:`attnsvm.svm.solve_nuclear` (certified duality gap).
 * paper: the whole reproduction. attnsvm: ``snakemake --cores N --configfile
@@ -33,10 +34,12 @@ Sections (``--sections``, comma-separated; default all):
   report job), wall time. Official: the sum of the notebooks' times at attnsvm's counts,
   E1 (visualization1.ipynb, once), E2 and E3 (from the sections above, measured here if not
   selected), E4 (multi_token_converge.ipynb, relu head, ``--e4-seeds`` successful runs per
-  d, scaled to 500 per d; its failed attempts are counted, as the notebook pays for them) and
-  E6 (local_converge.ipynb at each d of E6, ``--e6-seeds`` seeds, scaled to 50). E5 has no
-  runnable notebook (multi_token_converge's lambda mode needs a ``lbd`` the notebook never
-  sets), so it is left out of the official sum: a lower bound, and a conservative ratio.
+  d, scaled to attnsvm's cells at that d; its failed attempts are counted, as the notebook
+  pays for them) and
+  E6 (local_converge.ipynb at each d of E6, ``--e6-seeds`` seeds, scaled to E6's seeds). E5
+  has no runnable notebook (multi_token_converge's lambda mode needs a ``lbd`` the notebook
+  never sets) and the regularization path (b4_regpath) none at all, so both are left out of
+  the official sum: a lower bound, and a conservative ratio.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections import Counter  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -69,7 +73,7 @@ from attnsvm.svm.constraints import att_svm_constraints  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "config" / "paper.yaml"
 #: the issue's target ratio (official / attnsvm) of each section
-TARGETS = {"e2": 200.0, "e3": 50.0, "nuc": 50.0, "paper": 300.0}  # issue #28
+TARGETS = {"e2": 200.0, "e3": 50.0, "nuc": 50.0, "paper": 500.0}  # issues #28, #44 (paper)
 TABLE = Table(
     "official",
     "official",
@@ -139,9 +143,10 @@ def section_e2(args, official: dict) -> None:
     attnsvm/gd/fused.py; built before the timing, once per machine), and again with the torch
     loop (``ATTNSVM_FUSED=0``)."""
     per_seed = official_local_converge(args.official, args.e2_seeds)
-    official["e2"] = 100 * per_seed
     cells = paper_cells("e2_local")
-    note = (f"official: {args.e2_seeds} seeds timed, {per_seed:.2f} s per seed, x100; "
+    seeds = len({c.seed for c in cells})
+    official["e2"] = seeds * per_seed
+    note = (f"official: {args.e2_seeds} seeds timed, {per_seed:.2f} s per seed, x{seeds}; "
             f"attnsvm: all {len(cells)} cells")  # fmt: skip
     before = os.environ.get("ATTNSVM_FUSED")
     try:
@@ -152,7 +157,8 @@ def section_e2(args, official: dict) -> None:
         else:
             loop = f"the fused loop's {fused.level()} build (docs/science.md §3)"
         ours = attnsvm_cpu(cells)
-        row("e2", "E2 (100 seeds x {W, KQ}, training and both SVMs)", ours, official["e2"],
+        row("e2", f"E2 ({seeds} seeds x {{W, KQ}}, training and both SVMs)", ours,
+            official["e2"],
             f"{note}, default training loop: {loop}")  # fmt: skip
         os.environ["ATTNSVM_FUSED"] = "0"
         ours = attnsvm_cpu(cells)
@@ -166,26 +172,27 @@ def section_e2(args, official: dict) -> None:
 
 
 def official_e3(clone: Path, cells, seeds: int) -> tuple[float, int]:
-    """svm_rank.ipynb's loop at every (n, T, d) of ``cells``: CPU seconds scaled to 100
-    seeds per point, and the number of points."""
+    """svm_rank.ipynb's loop at every (n, T, d) of ``cells``: CPU seconds scaled to the
+    number of ``cells`` at each point, and the number of points."""
     nb = Notebook(clone, "svm_rank")
     nb.run(0)
     nb.run(1)
-    points = sorted({(c.n, c.T, c.d) for c in cells})
+    count = Counter((c.n, c.T, c.d) for c in cells)
     total = 0.0
-    for n, T, d in points:
+    for n, T, d in sorted(count):
         rank_w = np.zeros((2, 1, 1, 1, seeds))
-        total += nb.run(2, ns=[n], Ts=[T], ds=[d], RUN=seeds, rank_W=rank_w) * 100 / seeds
-    return total, len(points)
+        dt = nb.run(2, ns=[n], Ts=[T], ds=[d], RUN=seeds, rank_W=rank_w)
+        total += dt * count[n, T, d] / seeds
+    return total, len(count)
 
 
 def section_e3(args, official: dict) -> None:
     cells = paper_cells("e3_rank")
     official["e3"], points = official_e3(args.official, cells, args.e3_seeds)
     ours = attnsvm_cpu(cells)
-    row("e3", "E3 svm_rank (72 (n, T, d) x 100 seeds, both SVMs)", ours, official["e3"],
-        f"official: {args.e3_seeds} seed(s) per point at all {points} points, scaled to 100; "
-        f"attnsvm: all {len(cells)} cells")  # fmt: skip
+    row("e3", f"E3 svm_rank ({points} (n, T, d) points, {len(cells)} cells, both SVMs)", ours,
+        official["e3"], f"official: {args.e3_seeds} seed(s) per point at all {points} points, "
+        f"scaled to attnsvm's cells there; attnsvm: all {len(cells)} cells")  # fmt: skip
 
 
 def section_nuc(args, official: dict) -> None:
@@ -219,16 +226,16 @@ def gap_of(message: str) -> str:
     return found.group(0) if found else "no gap stated"
 
 
-def official_e4(clone: Path, ds: list[int], seeds: int) -> tuple[float, str]:
+def official_e4(clone: Path, runs: Counter, seeds: int) -> tuple[float, str]:
     """multi_token_converge.ipynb (relu head) at each d until ``seeds`` successful runs:
-    CPU seconds scaled to the notebook's 500 runs per d."""
+    CPU seconds scaled to ``runs[d]`` runs at each d (attnsvm's cells there)."""
     nb = Notebook(clone, "multi_token_converge")
     nb.run(0)
     nb.run(1)
     total, notes = 0.0, []
-    for d in ds:
+    for d in sorted(runs):
         dt = nb.run(2, ds=[d], RUN=seeds)
-        total += dt * 500 / seeds
+        total += dt * runs[d] / seeds
         notes.append(f"d={d} {dt / seeds:.2f} s/run")
     return total, ", ".join(notes)
 
@@ -240,13 +247,14 @@ def section_paper(args, official: dict) -> None:
     nb.run(1)
     parts["e1"] = nb.run(2)
     if "e2" not in official:
-        official["e2"] = 100 * official_local_converge(args.official, args.e2_seeds)
+        seeds = len({c.seed for c in paper_cells("e2_local")})
+        official["e2"] = seeds * official_local_converge(args.official, args.e2_seeds)
     parts["e2"] = official["e2"]
     if "e3" not in official:
         official["e3"] = official_e3(args.official, paper_cells("e3_rank"), args.e3_seeds)[0]
     parts["e3"] = official["e3"]
-    e4_ds = sorted({c.d for c in paper_cells("e4_relu")})
-    parts["e4"], e4_note = official_e4(args.official, e4_ds, args.e4_seeds)
+    e4_runs = Counter(c.d for c in paper_cells("e4_relu"))
+    parts["e4"], e4_note = official_e4(args.official, e4_runs, args.e4_seeds)
     e6 = paper_cells("e6_types")
     e6_ds = sorted({c.d for c in e6})
     seeds_e6 = max(c.seed for c in e6) + 1
@@ -259,7 +267,8 @@ def section_paper(args, official: dict) -> None:
     row("paper", f"whole reproduction (config/paper.yaml), snakemake --cores {args.cores}",
         wall, total,
         f"attnsvm: wall time from an empty results directory; official: CPU-s, {detail} "
-        f"(E4 per run: {e4_note}; E5 has no runnable notebook, left out)")  # fmt: skip
+        f"(E4 per run: {e4_note}; E5 and b4_regpath have no runnable notebook, left "
+        "out)")  # fmt: skip
 
 
 def run_paper_workflow(cores: int) -> float:
