@@ -27,6 +27,7 @@ STATE=${1:-${ATTNSVM_SLURM_STATE:-/tmp/attnsvm-slurm}}
 PORT=${ATTNSVM_SLURM_PORT:-6817}        # slurmctld; slurmd uses PORT+1
 GPUS=${ATTNSVM_SLURM_GPUS:-2}
 TIMEOUT=${ATTNSVM_SLURM_TIMEOUT:-60}    # seconds to wait for the node to become idle
+MAX_JOBS=${ATTNSVM_SLURM_MAX_JOBS:-100000}  # jobs (array tasks included) slurmctld holds at once
 
 say() { echo "start_cluster: $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
@@ -110,6 +111,9 @@ MpiDefault=none
 ReturnToService=2
 # keep finished jobs visible to squeue for 10 min (the Snakemake plugin's squeue status check)
 MinJobAge=600
+# queued array tasks count as jobs: slurmctld's default of 10000 refuses ("Resource temporarily
+# unavailable") the last array of bench/bench_rehearsal.py's 10^4 blocks; clusters set more
+MaxJobCount=$MAX_JOBS
 SlurmctldTimeout=30
 SlurmdTimeout=30
 StateSaveLocation=$STATE/ctld
