@@ -479,7 +479,7 @@ def _claims_design(plan) -> None:
         for claim in exp.claims:
             d = decidability(claim, exp.axes, len(exp.seeds))
             cells = len(select_points(exp.axes, claim.where)) * len(exp.seeds)
-            print(f"  claim {design_text(f'{name}/{claim.name}', d, cells)}")
+            print(f"  claim {design_text(f'{name}/{claim.name}', d, cells, claim.given)}")
             if by_design(d):
                 undecided.append(f"{name}/{claim.name}")
     if undecided:

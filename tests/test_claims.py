@@ -534,6 +534,41 @@ def test_decidability_before_the_run():
     assert by_design(decidability(mean, {"d": [2]}, k - 1))
 
 
+def test_a_given_is_stated_before_the_run_and_its_shortfall_after():
+    """check-config states how many cells per grid point must meet a claim's ``given``; after
+    a run in which too few did (a known truth: ~20% converge globally), the ledger says the
+    claim is INCONCLUSIVE for that reason, not by design; when every cell meets it, nothing."""
+    from attnsvm.claims.design import decidability, design_text, given_shortfall, seeds_needed
+    from attnsvm.claims.ledger import design_note
+
+    raw = {"variable": "corr_fro_alpha", "op": ">=", "threshold": 0.99,
+           "given": {"convergence": "global"}}  # fmt: skip
+    (claim,) = claims({"name": "c", **raw})
+    d = decidability(claim, {"d": [2, 8]}, 12)
+    need = seeds_needed(d)
+    assert d["can_pass"] and d["can_fail"] and need <= 12
+    assert design_text("e/c", d, 24, claim.given) == (
+        f"e/c: decidable with 12 seeds per grid point (24 cells) if at least {need} cells per "
+        "grid point meet its given (convergence == global); the others are counted apart"
+    )
+    rare = verdict_of(synthetic({2: 0.995, 8: 0.995}, 12, sd=0.002, share={2: 0.2, 8: 0.2}), **raw)
+    rare["design"] = d
+    assert rare["verdict"] == "INCONCLUSIVE" and rare["excluded"]["not_given"] > 12
+    dropped = rare["excluded"]["not_given"]
+    assert (
+        design_note(rare)
+        == given_shortfall(rare)
+        == (
+            f"INCONCLUSIVE: {dropped} of 24 cells do not meet its given; at least {need} per grid "
+            "point meeting it would decide it"
+        )
+    )
+    every = verdict_of(synthetic({2: 0.995, 8: 0.995}, 12, sd=0.002, share={2: 1.0, 8: 1.0}),
+                       **raw)  # fmt: skip
+    every["design"] = d
+    assert every["verdict"] == "PASS" and design_note(every) is None
+
+
 # ----------------------------------------------------------------------------- baselines, gate
 def test_a_baseline_is_a_control_row_and_a_passing_one_is_flagged():
     """The claim evaluated on its baseline beside it: the nuclear SVM (0.1 lower) must not

@@ -13,7 +13,10 @@ calibrated sizes of the intervals it is built from (and as many as a finite inte
 a bootstrap of 3 values has too few distinct resamples to bound a tail), for a share the
 exact binomial bound of the ideal outcome (a share >= 0.99 needs 368 seeds all meeting the
 condition at 0.95).
-Cells that do not meet ``given`` would need more; the analysis assumes every cell does.
+The analysis assumes every cell meets the claim's ``given``: cells that do not are counted
+apart (``not_given``), so a claim with ``given`` is decidable only if at least
+:func:`seeds_needed` cells per grid point meet it. :func:`design_text` says so before the run,
+and :func:`given_shortfall` after it, when too few did.
 
 ``attnsvm check-config`` prints one line per claim (:func:`design_text`); the ledger stores
 the analysis with each claim (``design``), and ``attnsvm claims`` and the report say which
@@ -229,16 +232,51 @@ def by_design(design: Mapping[str, Any] | None) -> bool:
     return design is not None and not (design["can_pass"] and design["can_fail"])
 
 
-def design_text(name: str, design: Mapping[str, Any], cells: int | None = None) -> str:
+def given_text(given: Mapping[str, Any]) -> str:
+    """A claim's ``given`` as a reader writes it: ``ambiguous == 0, n_relevant > 1``."""
+    parts = []
+    for key, cond in given.items():
+        pairs = cond.items() if isinstance(cond, Mapping) else [("==", cond)]
+        parts += [f"{key} {op} {value}" for op, value in pairs]
+    return ", ".join(parts)
+
+
+def design_text(
+    name: str, design: Mapping[str, Any], cells: int | None = None,
+    given: Mapping[str, Any] | None = None,
+) -> str:  # fmt: skip
     """One line for ``attnsvm check-config``: ``e2_local/w_direction: decidable with 8
     seeds per grid point`` or ``... cannot PASS with 6 seeds per grid point (24 cells); needs
-    368``."""
+    368``; with the claim's ``given``, the cells per grid point that must meet it."""
     n = design["seeds"]
     have = f"{n} seeds per grid point" + (f" ({cells} cells)" if cells else "")
     if design["can_pass"] and design["can_fail"]:
+        if given:
+            need = seeds_needed(design) or n
+            meet = f"at least {need} cells per grid point meet its given ({given_text(given)})"
+            return f"{name}: decidable with {have} if {meet}; the others are counted apart"
         return f"{name}: decidable with {have}"
     cannot = [v for v, ok in (("PASS", design["can_pass"]), ("FAIL", design["can_fail"]))
               if not ok]  # fmt: skip
     need = seeds_needed(design)
     needs = f"needs {need}" if need is not None else "no number of seeds decides it"
     return f"{name}: cannot {' or '.join(cannot)} with {have}; {needs}"
+
+
+def given_shortfall(entry: Mapping[str, Any]) -> str | None:
+    """After a run: ``INCONCLUSIVE: 9 of 16 cells do not meet its given; at least 6 per grid
+    point meeting it would decide it`` for an INCONCLUSIVE claim its seeds could decide but
+    whose cells met ``given`` too rarely (None otherwise)."""
+    d = entry.get("design")
+    dropped = (entry.get("excluded") or {}).get("not_given", 0)
+    if entry.get("verdict") != "INCONCLUSIVE" or d is None or by_design(d) or not dropped:
+        return None
+    need = seeds_needed(d) or d["seeds"]
+    per_point = [r["n_values"] for r in entry.get("rows") or [] if "n_values" in r]
+    fewest = min(per_point) if per_point else entry["n_values"] // max(entry["n_points"], 1)
+    if fewest >= need:
+        return None
+    return (
+        f"INCONCLUSIVE: {dropped} of {entry['n_cells']} cells do not meet its given; at "
+        f"least {need} per grid point meeting it would decide it"
+    )

@@ -33,7 +33,7 @@ import numpy
 import scipy
 
 from attnsvm.atomic import write_text_atomic
-from attnsvm.claims.design import by_design, decidability, seeds_needed
+from attnsvm.claims.design import by_design, decidability, given_shortfall, seeds_needed
 from attnsvm.claims.evaluate import EXCLUDED, _Reader, evaluate_claim
 from attnsvm.claims.spec import claims_from_json
 from attnsvm.claims.stats import VERDICTS
@@ -310,10 +310,12 @@ def control_text(entry: dict) -> str | None:
 
 def design_note(entry: dict) -> str | None:
     """``INCONCLUSIVE by design: 8 seeds per grid point cannot decide it; 24 would`` for an
-    INCONCLUSIVE claim its configured seeds cannot decide (None otherwise)."""
+    INCONCLUSIVE claim its configured seeds cannot decide; for one they could, whose cells met
+    its ``given`` too rarely, :func:`~attnsvm.claims.design.given_shortfall` (None
+    otherwise)."""
     d = entry.get("design")
     if entry["verdict"] != "INCONCLUSIVE" or not by_design(d):
-        return None
+        return given_shortfall(entry)
     need = seeds_needed(d)
     would = f"{need} would" if need is not None else "no number of seeds would"
     return f"INCONCLUSIVE by design: {d['seeds']} seeds per grid point cannot decide it; {would}"
