@@ -146,3 +146,60 @@ def test_the_initialization_follows_the_docs():
         zero = make_init(Cell(d=d, seed=seed, param="KQ", init="zero"))
         assert np.array_equal(zero["K"], 0.1 * rng(seed, 1).standard_normal((d, d)))
         assert not zero["Q"].any()
+
+
+def has_cycle(tokens, labels, K) -> bool:
+    """§8: whether G^(0) (an edge y_i -> j for each sequence i ending in token 0 and each of its
+    tokens j != y_i) has a directed cycle (depth-first search, written apart from attnsvm's)."""
+    edges = {k: set() for k in range(K)}
+    for row, y in zip(tokens, labels, strict=True):
+        if row[-1] == 0:
+            edges[int(y)] |= {int(j) for j in row if j != y}
+    state = dict.fromkeys(range(K), 0)  # 0 unseen, 1 on the path, 2 done
+
+    def visit(k) -> bool:
+        state[k] = 1
+        for j in edges[k]:
+            if state[j] == 1 or (state[j] == 0 and visit(j)):
+                return True
+        state[k] = 2
+        return False
+
+    return any(state[k] == 0 and visit(k) for k in range(K))
+
+
+def ntp(generator, seed, n, T, K, d):
+    """docs/science.md §8's draws: embeddings from stream 3, tokens and labels from stream 2."""
+    E = normalize(rng(seed, 3).standard_normal((K, d)))
+    g = rng(seed, 2)
+    if generator == "ntp_acyclic":
+        tokens = np.argsort(g.random((n, K)), axis=1)[:, :T]
+        priority = g.random((K, K))
+        labels = np.array([row[np.argmax(priority[row[-1], row])] for row in tokens])
+    else:
+        others = 1 + np.argsort(g.random((n, K - 1)), axis=1)[:, : T - 1]
+        tokens = np.concatenate([others, np.zeros((n, 1), int)], axis=1)
+        while True:
+            labels = tokens[np.arange(n), g.integers(0, T, n)]
+            if has_cycle(tokens, labels, K):
+                break
+    position = np.argmax(tokens == labels[:, None], axis=1)  # tokens of a sequence are distinct
+    return E[tokens], E[tokens[:, -1]], position
+
+
+def test_ntp_cells_regenerate_from_the_docs(tmp_path):
+    """§8: the embedded sequences, queries (last tokens) and next-token labels of the
+    acyclic and cyclic generators, from the docs' draws; the store keeps each label as its
+    position in the sequence (``opt``) and ``Y`` = +1."""
+    n, T, K, d = 6, 4, 8, 5
+    fixed = {"task": "ntp", "n": n, "T": T, "K": K, "d": d, "iterations": 4,
+             "checkpoint_count": 2}  # fmt: skip
+    sweep = write_sweep(tmp_path, "b7", fixed, {"generator": ["ntp_acyclic", "ntp_cyclic"]}, 3)
+    for generator in ("ntp_acyclic", "ntp_cyclic"):
+        for seed in range(3):
+            cell = sweep.sel(generator=generator, seed=seed)
+            X, Z, position = ntp(generator, seed, n, T, K, d)
+            assert np.array_equal(cell["X"].values, X), (generator, seed)
+            assert np.array_equal(cell["Z"].values, Z)
+            assert np.array_equal(cell["opt"].values, position)
+            assert np.array_equal(cell["Y"].values, np.ones(n))
