@@ -1,7 +1,7 @@
 """The data of stored cells, regenerated bit for bit from docs/science.md's recipe alone.
 
-docs/science.md §1 ("Regenerating the data bit for bit") and §15 say which generator, seed
-streams and draw order make every cell's data. This test writes cells the way the workflow
+docs/science.md §1 ("Regenerating the data bit for bit"), §8 (next-token prediction), §9 (real
+tokens) and §15 say which generator, seed streams and draw order make every cell's data. This test writes cells the way the workflow
 does (block stores collected into a sweep store), then redraws their tokens, labels, queries
 and head with NumPy only, following the recipe (no attnsvm generator code), and compares them
 with the stored arrays bit for bit; the flipped labels and the test sample, which the stores
@@ -203,3 +203,50 @@ def test_ntp_cells_regenerate_from_the_docs(tmp_path):
             assert np.array_equal(cell["Z"].values, Z)
             assert np.array_equal(cell["opt"].values, position)
             assert np.array_equal(cell["Y"].values, np.ones(n))
+
+
+def digits(seed, n, patch, positional, pos=3, neg=8):
+    """docs/science.md §9's recipe for the ``digits`` generator: X, Y, Z, v."""
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+
+    data = load_digits()
+    images = data.images / 16.0
+    pool_pos, pool_neg = images[data.target == pos], images[data.target == neg]
+    centre = np.concatenate([pool_pos.ravel(), pool_neg.ravel()]).mean()
+    g = rng(seed, 0)
+    n_pos, n_neg = -(-n // 2), n // 2
+    picked = np.concatenate([g.choice(pool_pos, n_pos, replace=False),
+                             g.choice(pool_neg, n_neg, replace=False)])  # fmt: skip
+    labels = np.r_[np.ones(n_pos), -np.ones(n_neg)]
+    order = g.permutation(n)
+    picked, labels = picked[order], labels[order]
+    k = 8 // patch
+    cut = [img[r * patch:(r + 1) * patch, c * patch:(c + 1) * patch].ravel()
+           for img in picked for r in range(k) for c in range(k)]  # fmt: skip
+    X = normalize(np.array(cut).reshape(n, k * k, patch * patch) - centre)
+    if positional:
+        X = np.concatenate([X, np.broadcast_to(np.eye(k * k), (n, k * k, k * k))], -1)
+        X = X / np.sqrt(2)
+    means = X.mean(axis=1)
+    head = LogisticRegression(fit_intercept=False, C=1e4, max_iter=10_000, tol=1e-10)
+    v = head.fit(means, labels).coef_[0]
+    return X, labels, normalize(means), v / np.linalg.norm(v)
+
+
+def test_real_token_cells_regenerate_from_the_docs(tmp_path):
+    """§9: the digits generator's examples, patch tokens (with and without positions),
+    queries and fitted head, from the docs' recipe (scikit-learn's bundled digits)."""
+    fixed = {"generator": "digits", "n": 6, "iterations": 4, "checkpoint_count": 2}
+    grid = {"patch": [2, 4], "positional": [False, True]}
+    sweep = write_sweep(tmp_path, "b8", fixed, grid, seeds=2)
+    for patch in (2, 4):
+        for positional in (False, True):
+            for seed in range(2):
+                cell = sweep.sel(patch=patch, positional=positional, seed=seed)
+                X, Y, Z, v = digits(seed, 6, patch, positional)
+                T, d = X.shape[1:]
+                assert np.array_equal(cell["X"].values[:, :T, :d], X), (patch, positional)
+                assert np.array_equal(cell["Y"].values, Y)
+                assert np.array_equal(cell["Z"].values[:, :d], Z)
+                assert np.array_equal(cell["v"].values[:d], v)
