@@ -42,6 +42,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 SCRIPTS = REPO / "tests" / "slurm"
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 STATE = Path(os.environ.get("ATTNSVM_SLURM_STATE", "/tmp/attnsvm-slurm-test"))
+#: the test cluster's MaxArraySize: array task indices 1..4, fewer than the sweep's blocks
+MAX_ARRAY_SIZE = 5
 
 # E6 of the .test config in blocks of 2 seeds: 8 block jobs today (each SLURM job ~15 s on
 # 2 cores, mostly Python/torch start-up) + collect.
@@ -85,9 +87,10 @@ def slurm_cluster():
         _unavailable("slurmctld not installed and no apt-get to install it")
     # a cluster left over from an interrupted run of this test (same state dir): stop it first
     subprocess.run([SCRIPTS / "stop_cluster.sh", str(STATE)], capture_output=True, timeout=120)
-    start = subprocess.run(
-        [SCRIPTS / "start_cluster.sh", str(STATE)], capture_output=True, text=True, timeout=900
-    )
+    # MaxArraySize 5: the sweep's blocks go out as several arrays (attnsvm.sweep.slurm_arrays)
+    env = {**os.environ, "ATTNSVM_SLURM_MAX_ARRAY": str(MAX_ARRAY_SIZE)}
+    start = subprocess.run([SCRIPTS / "start_cluster.sh", str(STATE)], capture_output=True,
+                           text=True, timeout=900, env=env)  # fmt: skip
     if start.returncode != 0:
         subprocess.run([SCRIPTS / "stop_cluster.sh", str(STATE)], capture_output=True)
         _unavailable(f"start_cluster.sh failed:\n{start.stderr[-4000:]}")
@@ -261,16 +264,20 @@ def test_sweep_on_slurm_equals_local_run(slurm_cluster, local_sweep, tmp_path):
     # ("cpu, fused loop" where the fused training loop computed a cell, attnsvm.gd.fused)
     assert {str(v).split(",")[0] for v in np.unique(sweep["device"].values)} == {"cpu"}
 
-    # the blocks went out as one job array (the profile's slurm-array-jobs: block): tasks
-    # JOBID_1..JOBID_n of one SLURM job, one task per block; collect alone, as a plain job
+    # the blocks went out as job arrays (the profile's slurm-array-jobs: block), one task per
+    # block: more blocks than MaxArraySize - 1 make several arrays, each numbered 1..k within
+    # MaxArraySize (attnsvm.sweep.slurm_arrays; the plugin alone numbers on and slurmctld
+    # refuses the second); collect alone, as a plain job
     assert prof["slurm-array-jobs"] == "block"
     ids = submitted(log)
     block_ids = {block: job_of(ids, "block", experiment=EXP, block=block) for block in blocks}
-    arrays = {sid.split("_")[0] for sid in block_ids.values()}
-    assert len(arrays) == 1, block_ids
-    (array,) = arrays
-    tasks = sorted(int(sid.split("_")[1]) for sid in block_ids.values())
-    assert tasks == list(range(1, len(blocks) + 1)), block_ids
+    per_array: dict[str, list[int]] = {}
+    for sid in block_ids.values():
+        per_array.setdefault(sid.split("_")[0], []).append(int(sid.split("_")[1]))
+    width = MAX_ARRAY_SIZE - 1
+    assert len(blocks) > width and len(per_array) == -(-len(blocks) // width), block_ids
+    for tasks in per_array.values():
+        assert sorted(tasks) == list(range(1, len(tasks) + 1)) and len(tasks) <= width
     collect_id = job_of(ids, "collect", experiment=EXP)
     assert "_" not in collect_id
 
@@ -279,7 +286,7 @@ def test_sweep_on_slurm_equals_local_run(slurm_cluster, local_sweep, tmp_path):
     block_res = prof["set-resources"]["block"]
     for block, sid in block_ids.items():
         job = jobs[sid]
-        assert job["ArrayJobId"] == array
+        assert job["ArrayJobId"] == sid.split("_")[0]
         assert job["JobState"] == "COMPLETED", job
         assert job["Partition"] == PARTITION
         assert job["TresPerJob"] == f"gres:gpu:{block_res['gpu']}"  # --gpus=1

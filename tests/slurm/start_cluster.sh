@@ -28,6 +28,7 @@ PORT=${ATTNSVM_SLURM_PORT:-6817}        # slurmctld; slurmd uses PORT+1
 GPUS=${ATTNSVM_SLURM_GPUS:-2}
 TIMEOUT=${ATTNSVM_SLURM_TIMEOUT:-60}    # seconds to wait for the node to become idle
 MAX_JOBS=${ATTNSVM_SLURM_MAX_JOBS:-100000}  # jobs (array tasks included) slurmctld holds at once
+MAX_ARRAY=${ATTNSVM_SLURM_MAX_ARRAY:-1001}   # array task indices stay below it (SLURM's default)
 
 say() { echo "start_cluster: $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
@@ -114,6 +115,7 @@ MinJobAge=600
 # queued array tasks count as jobs: slurmctld's default of 10000 refuses ("Resource temporarily
 # unavailable") the last array of bench/bench_rehearsal.py's 10^4 blocks; clusters set more
 MaxJobCount=$MAX_JOBS
+MaxArraySize=$MAX_ARRAY
 SlurmctldTimeout=30
 SlurmdTimeout=30
 StateSaveLocation=$STATE/ctld

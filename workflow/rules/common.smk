@@ -19,6 +19,7 @@ from attnsvm.plan import Plan, failure_report, lock_results, unlock_results
 from attnsvm.progress import print_last, start_status_lines, verdict_line
 from attnsvm.sweep.environment import EnvironmentVariableError, check_environment
 from attnsvm.sweep.lock import ResultsInUseError
+from attnsvm.sweep.slurm_arrays import fit_arrays_to_cluster
 
 STARTED = time.time()
 try:
@@ -33,6 +34,7 @@ except ConfigError as err:
     sys.exit(f"attnsvm: config error: {err}")
 
 if workflow.is_main_process:
+    fit_arrays_to_cluster()  # SLURM arrays within MaxArraySize (the plugin's chunks are not)
     for warning in PLAN.cost_warnings(workflow.local_exec, workflow._cores):
         print(f"attnsvm: warning: {warning}", file=sys.stderr)
     dry_run = getattr(workflow.output_settings, "dryrun", False)
