@@ -5,10 +5,10 @@ tokens) and §15 say which generator, seed streams and draw order make every cel
 test writes cells the way the workflow does (block stores collected into a sweep store), then
 redraws their tokens, labels, queries and head with NumPy only (scikit-learn's bundled digits
 and its logistic regression for §9), following the recipe (no attnsvm generator code), and
-compares them
-with the stored arrays bit for bit; the flipped labels and the test sample, which the stores
-keep as shares and errors, through the stored ``flip_share``, ``test_flip_share``,
-``test_err_bayes`` and ``flip_fit_bayes``, and the initialization against the trainer's.
+compares them with the stored arrays bit for bit; the flipped labels and the test sample,
+which the stores keep as shares and errors, through the stored ``flip_share``,
+``test_flip_share``, ``test_err_bayes`` and ``flip_fit_bayes``, and the initialization against
+the trainer's.
 """
 
 from __future__ import annotations
