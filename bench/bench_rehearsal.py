@@ -5,7 +5,7 @@ Usage: sudo python bench/bench_rehearsal.py [--blocks 10000] [--run 100] [--stat
 
 Against a local single-node SLURM cluster (tests/slurm/start_cluster.sh: SLURM from apt, as
 tests/test_slurm.py uses it), through workflow/profiles/slurm fitted to one CPU and 500 MB
-per job, with tiny untrained cells (n = T = d = 3, ``train: false``; one seed per block):
+per job, with tiny cells (n = T = d = 3, 40 training steps; one seed per block):
 
 1. submission: the workflow plans ``--blocks`` block jobs and submits them as the profile
    does (job arrays), held (``sbatch --hold``) so that only planning and submission are
@@ -13,11 +13,13 @@ per job, with tiny untrained cells (n = T = d = 3, ``train: false``; one seed pe
    ``sbatch`` calls counted by a wrapper on PATH; then the controller is interrupted (it
    scancels its jobs);
 2. run: ``--run`` blocks of the same cells run to the end on the cluster (every block, the
-   collect and derive jobs): wall time, wall per block job (its log's start to its store),
+   collect and derive jobs): wall time, wall per block job (its log's start to its store's
+   modification time, which Snakemake's controller sets when its status poll sees the job
+   end),
    and the files the run wrote under the results and Snakemake's own ``.snakemake/``;
 3. restart: the ``--blocks`` blocks' stores (copies of one real store, each with its own
-   manifest, as bench/bench_repair.py builds them) and their sweep, summary and report
-   pages (made once by a local run of the workflow), then ``snakemake`` with the SLURM
+   manifest, as bench/bench_repair.py builds them; ``--until block``, see :func:`restart`),
+   one start to record the plan, then ``snakemake`` with the SLURM
    profile started again: its wall time until it says there is nothing to do.
 
 Running all ``--blocks`` jobs is not done here: on the 2 cores of this machine each SLURM
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -142,18 +145,28 @@ def run(tmp: Path, blocks: int) -> dict:
 
 
 def restart(tmp: Path, blocks: int) -> tuple[float, str]:
-    """Seconds of a SLURM-profile start with ``blocks`` finished blocks and nothing to do."""
+    """Seconds of a SLURM-profile start with ``blocks`` finished blocks and nothing to do.
+
+    The stores are copies of one block's data (bench_repair's ``build``: each with its own
+    manifest and cells digest), which the repair step accepts and collect refuses (their
+    cells' seeds are all one seed), so the start is asked for the blocks alone (``--until
+    block``): planning, the repair step, the DAG of the whole workflow and the up-to-date
+    check of every block store, without collect, derive and the report pages."""
     (tmp / "restart").mkdir()
     wd = workdir(tmp / "restart", blocks, held=False)
     build_stores(wd / "results", blocks)  # the finished block stores (bench_repair)
-    local = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "c.yaml"]
-    done = subprocess.run(local, cwd=wd, capture_output=True, text=True)  # sweep, report
-    if done.returncode != 0:
-        raise SystemExit(done.stderr[-3000:])
+    first = subprocess.run(controller(wd, "--until", "block"), cwd=wd, capture_output=True,
+                           text=True)  # fmt: skip
+    if first.returncode != 0:  # the first start records the plan (bench_repair: "first")
+        raise SystemExit((first.stdout + first.stderr)[-3000:])
     t0 = time.perf_counter()
-    again = subprocess.run(controller(wd), cwd=wd, capture_output=True, text=True)
+    again = subprocess.run(controller(wd, "--until", "block"), cwd=wd, capture_output=True,
+                           text=True)  # fmt: skip
     seconds = time.perf_counter() - t0
-    said = "Nothing to be done" if "Nothing to be done" in again.stdout + again.stderr else ""
+    out = again.stdout + again.stderr
+    # Snakemake says "Nothing to be done" or, with --until, a job table of total 0
+    said = next((m.group(0) for m in [re.search(r"Nothing to be done|^total +0$", out, re.M)]
+                 if m), "")  # fmt: skip
     if again.returncode != 0 or not said:
         raise SystemExit((again.stdout + again.stderr)[-3000:])
     return seconds, said
@@ -189,22 +202,24 @@ def main() -> None:
                       f"logs/block/ (store and log); {r['results_files']} under results/ in "
                       f"all, {r['snakemake_files']} under .snakemake/")  # fmt: skip
             seconds, said = restart(tmp, args.blocks)
-            table.add("restart with nothing to do (SLURM profile)", args.blocks,
+            table.add("restart with nothing to do (SLURM profile, --until block)", args.blocks,
                       f"{seconds:.1f} s (\"{said}\")")  # fmt: skip
     finally:
         subprocess.run([SCRIPTS / "stop_cluster.sh", args.state], capture_output=True)
     table.note(
         "tests/slurm/start_cluster.sh's single-node cluster (SLURM from apt, no accounting: "
         "--slurm-no-account --slurm-status-command squeue) on this machine; the SLURM profile "
-        "fitted to 1 CPU and 500 MB per job; tiny untrained cells (n = T = d = 3, one seed "
-        "per block). Submission: block jobs held (sbatch --hold), from the controller's start "
-        "(planning, the repair step, the DAG) until every block is in squeue -r; sbatch calls "
-        "counted by a wrapper. Run: a smaller sweep of the same cells to the end; per block "
-        "job: its log's start to its store's rename (the job's own start-up inside SLURM "
-        "included, the queue wait not). Restart: the finished stores built as "
-        "bench/bench_repair.py builds them, the sweep and report made by one local run, then "
-        f"the SLURM profile's start timed to 'Nothing to be done'. Load {load_average():.2f} "
-        "at the end."
+        "fitted to 1 CPU and 500 MB per job; tiny cells (n = T = d = 3, 40 training steps, "
+        "one seed per block). Submission: block jobs held (sbatch --hold), from the "
+        "controller's start (planning, the repair step, the DAG) until every block is in "
+        "squeue -r; sbatch calls counted by a wrapper. Run: a smaller sweep of the same "
+        "cells to the end; per block job: its log's start to its store's modification time, "
+        "which Snakemake's controller sets when its squeue poll sees the job end (the job's "
+        "start-up inside SLURM and the poll interval included, the queue wait not). Restart: "
+        "the finished stores built as bench/bench_repair.py builds them (copies of one block, "
+        "which collect refuses: so --until block, without collect, derive and the report), "
+        "one start, then the SLURM profile's second start timed until it has nothing to do. "
+        f"Load {load_average():.2f} at the end."
     )
     table.write()
 
