@@ -64,7 +64,7 @@ def fit_arrays_to_cluster() -> bool:
     call submits at most :func:`array_size` jobs (module docstring). False when the plugin is
     not installed (nothing to do)."""
     try:
-        from snakemake_executor_plugin_slurm import Executor
+        from snakemake_executor_plugin_slurm import Executor  # the [slurm] extra: optional
     except ImportError:
         return False
     submit = Executor.run_array_jobs
