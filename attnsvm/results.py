@@ -290,14 +290,16 @@ def outline(tree: xr.DataTree) -> str:
         for child, sub in node.children.items():
             ds = sub.to_dataset()
             if child == "claims":
-                # a claim's evidence rows have no verdict (NaN in the table): not counted
-                verdicts = Counter(
-                    v
-                    for v in (ds["verdict"].values if "verdict" in ds else [])
-                    if isinstance(v, str)
-                )
+                if "level" in ds and "claim_verdict" in ds:  # the tidy ledger (claims.csv):
+                    # one "claim" row per claim; its evidence and control rows not counted
+                    mine = ds["level"].values == "claim"
+                    values, n = ds["claim_verdict"].values[mine], int(mine.sum())
+                else:  # evidence rows have no verdict (NaN in the table): not counted
+                    values = ds["verdict"].values if "verdict" in ds else []
+                    n = ds.sizes["claim"]
+                verdicts = Counter(v for v in values if isinstance(v, str))
                 text = ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
-                lines.append(f"  claims: {ds.sizes['claim']}" + (f" ({text})" if text else ""))
+                lines.append(f"  claims: {n}" + (f" ({text})" if text else ""))
             else:
                 lines.append(f"  {child}: {len(ds.data_vars)} variables over {_dims(ds)}")
         lines += [f"  {missing}: not written yet" for missing in node.attrs["absent"]]

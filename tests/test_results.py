@@ -206,6 +206,18 @@ def test_claims_are_loaded_where_they_exist(run, tmp_path):
     assert list(claims["verdict"].values) == ["PASS", "FAIL", "PASS"]
     assert claims.attrs["source"].endswith("claims.csv")
     assert "  claims: 3 (FAIL 1, PASS 2)" in outline(tree).splitlines()
+    # the ledger's tidy table: claims counted by their claim rows, not evidence or control rows
+    tidy = pd.DataFrame({"claim": ["a", "a", "a", "b", "b"],
+                         "level": ["claim", "point", "control", "claim", "control"],
+                         "claim_verdict": ["PASS", "PASS", "PASS", "INCONCLUSIVE", "INCONCLUSIVE"],
+                         "verdict": ["PASS", "PASS", "FAIL", "INCONCLUSIVE", "FAIL"]})  # fmt: skip
+    tidy.to_csv(root / "e2_local" / "claims.csv", index=False)
+    write_record(
+        record_of(path), "claims", "e2_local", [path, root / "e2_local" / "claims.csv"], {}
+    )
+    assert (
+        "  claims: 2 (INCONCLUSIVE 1, PASS 1)" in outline(attnsvm.open_results(root)).splitlines()
+    )
 
 
 def test_a_run_under_way_names_what_is_not_written_yet(run, tmp_path):
