@@ -119,7 +119,7 @@ def attnsvm_cpu(cells) -> float:
     from attnsvm.tasks import run_cells
 
     t0 = time.process_time()
-    results = run_cells(cells)
+    results = run_cells(cells, threads=1)  # one torch thread, as the notebooks get
     dt = time.process_time() - t0
     bad = sum(r.status != "ok" for r in results)
     if bad:

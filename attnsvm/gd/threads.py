@@ -3,12 +3,22 @@ torch's (issue 44).
 
 Left alone, OpenBLAS, the OpenMP runtime and torch each start a thread per core of the
 machine, whatever the job was given; on a shared node, or beside another job, those threads
-fight for the cores (a solve 5x slower measured: BENCHMARKS.md). :func:`limited` sets every
-pool loaded in the process to the job's cores with threadpoolctl (no environment variable to
-set before an import), and torch's own count with it. Block jobs use the cores Snakemake gives
-them (``threads``: SLURM's ``cpus_per_task``, or a share of ``--cores``), ``attnsvm run-cell``
-its ``--threads`` and :func:`attnsvm.run_cells` its ``threads``, by default
-:func:`given_cores`.
+fight for the cores (``python bench/bench_threads.py`` measures a job beside another).
+:func:`limited` sets the pools loaded in the process with threadpoolctl (no environment
+variable to set before an import): torch's and the OpenMP runtime's to the job's cores, the
+BLAS pools to one thread.
+
+One BLAS thread, because numpy and scipy each load their own OpenBLAS: the SVM solvers call
+one and then the other (numpy's products, scipy's LAPACK factorizations) thousands of times
+on matrices of tens to hundreds of rows, and with more than one thread each, one library's
+idle threads spin on the cores the other's need; a second BLAS thread helps little even at
+the solvers' largest matrices (both measured: bench/tables/blas_pools.md,
+``python bench/bench_threads.py --pools``). Answers then do not depend on the cores given
+either: every BLAS call splits its sums the same way (tests/test_threads.py).
+
+Block jobs use the cores Snakemake gives them (``threads``: SLURM's ``cpus_per_task``, or a
+share of ``--cores``), ``attnsvm run-cell`` its ``--threads`` and
+:func:`attnsvm.run_cells` its ``threads``, by default :func:`given_cores`.
 """
 
 from __future__ import annotations
@@ -17,6 +27,10 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+
+#: threads of every BLAS pool inside :func:`limited` (module docstring: numpy's and scipy's
+#: OpenBLAS pools with more than one thread each slow the SVM solvers down)
+BLAS_THREADS = 1
 
 
 def given_cores() -> int:
@@ -33,8 +47,9 @@ def given_cores() -> int:
 
 @contextlib.contextmanager
 def limited(threads: int | None = None) -> Iterator[int]:
-    """Every thread pool of this process (BLAS, OpenMP, torch's) limited to ``threads``
-    (default :func:`given_cores`) inside the block; yields the count.
+    """torch's and the OpenMP pools of this process limited to ``threads`` (default
+    :func:`given_cores`) and its BLAS pools to one thread (module docstring) inside the
+    block; yields the count.
 
     threadpoolctl limits the pools of the libraries loaded when the block starts: call it once
     the computation's modules are imported (the solvers' BLAS loads with them)."""
@@ -43,7 +58,7 @@ def limited(threads: int | None = None) -> Iterator[int]:
     n = given_cores() if threads is None else max(1, int(threads))
     torch = sys.modules.get("torch")  # only where the computation loaded it
     before = torch.get_num_threads() if torch is not None else None
-    with threadpool_limits(limits=n):
+    with threadpool_limits(limits=n), threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
         if torch is not None:
             torch.set_num_threads(n)
         try:
