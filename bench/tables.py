@@ -75,7 +75,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
 }
 
 #: BENCHMARKS.md shows a table of up to this many rows; a longer one by its figure and a link
-MAX_ROWS = 6
+MAX_ROWS = 5
 #: BENCHMARKS.md's length at most (tests/test_benchmarks.py): a new table makes room
 MAX_LINES = 250
 
