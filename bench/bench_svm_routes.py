@@ -2,12 +2,14 @@
 first route against the others that apply there, on the instances the row holds.
 
 Run: ``python bench/bench_svm_routes.py [--seeds 20]``. For the nuclear table's interior-point
-rows (the primal-dual method at E2's and E6's 42 rows and at E3's 45-70 rows)
+rows (the primal-dual method at E2's and E6's 42 rows and at E3's 45-70 and 210 rows)
 it solves every instance with the table's route and with ``svm_route`` set to each rival,
 alternating the order per instance, and prints the median milliseconds per instance, how many
 each route certifies by itself (``solver`` the route, not a fallback) and the largest relative
 difference of the certified objectives. A rival that certifies the same instances within 2x
-the first route's time marks the first one as a candidate for deletion (issue 45). GD's
+the first route's time marks the first one as a candidate for deletion (issue 45). The
+table's route is timed batched too (``solve_nuclear_many``: the instances of one shape
+iterate together), as E3's untrained groups run it. GD's
 selections are not needed: the optimal tokens of each seed (``alpha = opt``) and, for every
 other seed, a random selection (the local selections GD also reaches).
 """
@@ -29,13 +31,16 @@ from attnsvm.config.cell import Cell  # noqa: E402
 from attnsvm.gd.data import make_dataset, optimal_tokens  # noqa: E402
 from attnsvm.svm.constraints import att_svm_constraints  # noqa: E402
 from attnsvm.svm.frobenius import solve_frobenius  # noqa: E402
-from attnsvm.svm.nuclear import solve_nuclear  # noqa: E402
+from attnsvm.svm.nuclear import solve_nuclear, solve_nuclear_many  # noqa: E402
 
 #: (label, shapes (n, T, d), the table's route, its rivals)
 ROWS = (
     ("E2, E6: 42 rows", [(6, 8, d) for d in (2, 4, 6, 8, 10)], "primal-dual", ("clarabel",)),
     ("E3: 45-70 rows", [(5, 10, 5), (15, 5, 5), (5, 15, 5)], "primal-dual", ("clarabel",)),
+    ("E3: 210 rows", [(15, 15, 5), (15, 15, 10), (15, 15, 20)], "primal-dual", ("clarabel",)),
 )
+#: the batched form of the table's route (solve_nuclear_many), as untrained groups run it
+BATCHED = "primal-dual, batched"
 
 
 def instances(shapes, seeds: int, rng: np.random.Generator) -> list:
@@ -76,9 +81,14 @@ def main() -> None:
                 ms[r].append(1e3 * (time.perf_counter() - t0))
                 own[r] += res.solved and res.solver == f"direct-{r}"
                 obj[r].append(res.objective if res.solved else np.nan)
+        t0 = time.perf_counter()
+        many = solve_nuclear_many([c for c, _ in cases], [f for _, f in cases])
+        ms[BATCHED] = [1e3 * (time.perf_counter() - t0) / len(cases)] * len(cases)
+        own[BATCHED] = sum(res.solved and res.solver == f"direct-{first}" for res in many)
+        obj[BATCHED] = [res.objective if res.solved else np.nan for res in many]
         ref = np.array(obj[first])
         base = statistics.median(ms[first])
-        for r in names:
+        for r in (*names, BATCHED):
             diff = np.nanmax(np.abs(np.array(obj[r]) - ref) / ref) if r != first else 0.0
             med = statistics.median(ms[r])
             table.add(label, len(cases), r + (" (table)" if r == first else ""), f"{med:.2f}",
@@ -89,7 +99,10 @@ def main() -> None:
         "replaced by the optimal tokens (even seeds) and random selections (odd seeds). "
         "'certified by itself': the route's own answer passed the certificate, no refinement "
         "or conic fallback. A rival within 2x of the table's route that certifies as many "
-        "instances is the deletion test of issue 45."
+        "instances is the deletion test of issue 45. 'primal-dual, batched': every instance "
+        "of the row at once through solve_nuclear_many (the primal-dual method iterating the "
+        "instances of one shape together, as E3's untrained groups run it), its wall time "
+        "divided by the instances (a mean, not a median)."
     )
     table.write()
 
