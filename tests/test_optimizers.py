@@ -220,3 +220,82 @@ def test_adam_betas_are_cell_fields_that_reach_the_rule():
     for bad in (1.0, -0.1):
         with pytest.raises(CellError, match="adam_beta2 must be a number in"):
             Cell(optimizer="adam", adam_beta2=bad)
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 4), (2, 3, 4, 2)])
+def test_signum_steps_by_hand(shape):
+    """Signum (docs/science.md §10): ``m <- beta m + (1 - beta) G``, step ``lr sign(m)``,
+    over several gradients, computed here in numpy from the docs."""
+    grads = _grads(shape, 4)
+    settings = Settings.of("train", optimizer="signum", momentum=0.7)
+    step = _rule("signum", 0.3, None, None, settings)
+    m = np.zeros(shape)
+    for G in grads:
+        m = 0.7 * m + 0.3 * G.numpy()
+        np.testing.assert_array_equal(step(G.clone()).numpy(), 0.3 * np.sign(m))
+
+
+def test_newton_schulz_approximates_the_polar_factor():
+    """Muon's orthogonalization (docs/science.md §10), written here in numpy from the docs:
+    the same matrix to rounding; it keeps the gradient's singular vectors, its singular
+    values land in [0.6, 1.25] (the reference's coefficients do not converge to exactly 1),
+    a wide and a tall matrix are transposes of each other's, and G = 0 gives 0."""
+    from attnsvm.gd.optimizers import newton_schulz
+
+    for shape in [(4, 4), (3, 5), (5, 3), (2, 4, 4)]:
+        G = RNG.standard_normal(shape)
+        X = G / np.linalg.norm(G, axis=(-2, -1), keepdims=True)
+        tall = shape[-2] > shape[-1]
+        X = np.swapaxes(X, -1, -2) if tall else X
+        for _ in range(5):
+            A = X @ np.swapaxes(X, -1, -2)
+            X = 3.4445 * X + (-4.7750 * A + 2.0315 * A @ A) @ X
+        X = np.swapaxes(X, -1, -2) if tall else X
+        ours = newton_schulz(torch.as_tensor(G)).numpy()
+        np.testing.assert_allclose(ours, X, rtol=1e-10, atol=1e-12)
+        for idx in np.ndindex(*shape[:-2]):
+            U, s, Vt = np.linalg.svd(G[idx], full_matrices=False)
+            sx = np.linalg.svd(ours[idx], compute_uv=False)
+            assert sx.min() >= 0.6 and sx.max() <= 1.25, sx
+            # the same singular vectors: U^T X V is diagonal
+            D = U.T @ ours[idx] @ Vt.T
+            np.testing.assert_allclose(D - np.diag(np.diag(D)), 0, atol=1e-10)
+        wide = newton_schulz(torch.as_tensor(np.swapaxes(G, -1, -2))).numpy()
+        np.testing.assert_allclose(np.swapaxes(wide, -1, -2), ours, rtol=1e-12, atol=1e-14)
+    assert (newton_schulz(torch.zeros(2, 3, 3, dtype=torch.float64)) == 0).all()
+
+
+def test_muon_steps_by_hand():
+    """Muon (docs/science.md §10): momentum B, the Nesterov update, Newton-Schulz, scale
+    ``sqrt(max(1, rows / cols))``, over several gradients; a tall block (rows > cols)."""
+    from attnsvm.gd.optimizers import newton_schulz
+
+    shape = (2, 5, 3)
+    grads = _grads(shape, 4)
+    settings = Settings.of("train", optimizer="muon", momentum=0.8)
+    step = _rule("muon", 0.1, None, None, settings)
+    B = torch.zeros(shape, dtype=torch.float64)
+    for G in grads:
+        B = 0.8 * B + 0.2 * G
+        want = 0.1 * np.sqrt(5 / 3) * newton_schulz(0.2 * G + 0.8 * B).numpy()
+        np.testing.assert_allclose(step(G.clone()).numpy(), want, rtol=1e-12, atol=1e-14)
+
+
+def test_momentum_is_a_cell_field_of_signum_and_muon_only():
+    """``momentum`` reaches Signum and Muon; other optimizers' cells reset it (the same
+    digest as before the field existed); Signum with momentum 0 trains as sign descent, bit
+    for bit; another momentum gives another trajectory; bad values are refused."""
+    from attnsvm.config.cell import CellError
+
+    base = dict(n=4, T=4, d=5, iterations=80, lr=0.05)
+    assert Cell(**base, optimizer="sign", momentum=0.5) == Cell(**base, optimizer="sign")
+    assert "momentum" not in Cell(**base).to_dict()
+    signum0 = train_cells([Cell(**base, optimizer="signum", momentum=0.0)], device="cpu").W
+    sign = train_cells([Cell(**base, optimizer="sign")], device="cpu").W
+    np.testing.assert_array_equal(signum0, sign)
+    W = {(o, b): train_cells([Cell(**base, optimizer=o, momentum=b)], device="cpu").W
+         for o in ("signum", "muon") for b in (0.5, 0.9)}  # fmt: skip
+    assert len({w.tobytes() for w in W.values()}) == len(W)
+    for bad in (1.0, -0.1):
+        with pytest.raises(CellError, match="momentum must be a number in"):
+            Cell(optimizer="muon", momentum=bad)

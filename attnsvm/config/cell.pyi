@@ -41,8 +41,9 @@ class Cell:
     """U(-1/sqrt(d), 1/sqrt(d)), or W = 0 / (K = 0.1 N(0,1), Q = 0) (docs/science.md 3)"""
     optimizer: str = "normalized"
     """normalized or plain full-batch gradient descent (docs/science.md 3); sign descent, Adam,
-    spectral (Muon) descent, l_1.5 / l_3 mirror descent, Polyak step with the loss floor of
-    the fixed head (10; linear head, cross or self attention)"""
+    spectral descent, l_1.5 / l_3 mirror descent, Polyak step with the loss floor of the
+    fixed head (10; linear head, cross or self attention), Signum (sign of the momentum) and
+    Muon (Newton-Schulz orthogonalized momentum; 10)"""
     lr: float = 0.1
     """step size eta (> 0)"""
     iterations: int = 2000
@@ -131,6 +132,9 @@ class Cell:
     init_scale: float = 1.0
     """multiplies the initial W, or each of K and Q, of docs/science.md 3 (> 0; not task
     regpath)"""
+    momentum: float = 0.9
+    """optimizer signum / muon only: beta, the decay of their momentum average (0 <= beta < 1;
+    docs/science.md 10)"""
     @property
     def inner_dim(self) -> int: ...
     def shape_key(self) -> tuple[tuple[str, Any], ...]: ...

@@ -322,8 +322,9 @@ FIELDS: tuple[Field, ...] = (
         kind="choice",
         default="normalized",
         doc="normalized or plain full-batch gradient descent (docs/science.md 3); sign descent, "
-        "Adam, spectral (Muon) descent, l_1.5 / l_3 mirror descent, Polyak step with the loss "
-        "floor of the fixed head (10; linear head, cross or self attention)",
+        "Adam, spectral descent, l_1.5 / l_3 mirror descent, Polyak step with the loss floor of "
+        "the fixed head (10; linear head, cross or self attention), Signum (sign of the "
+        "momentum) and Muon (Newton-Schulz orthogonalized momentum; 10)",
         long_name="optimizer",
         stages=("train",),
         choices=(
@@ -335,6 +336,8 @@ FIELDS: tuple[Field, ...] = (
             "mirror1p5",
             "mirror3",
             "polyak",
+            "signum",
+            "muon",
         ),
         described=ALWAYS,
         rule=rules.optimizer_rule,
@@ -757,6 +760,20 @@ FIELDS: tuple[Field, ...] = (
         allowed="> 0",
         applies=lambda c: c.task != "regpath" and c.train,
         probe=Probe(3.0),
+    ),
+    Field(
+        name="momentum",
+        kind="real",
+        default=0.9,
+        doc="optimizer signum / muon only: beta, the decay of their momentum average (0 <= beta "
+        "< 1; docs/science.md 10)",
+        long_name="momentum beta",
+        stages=("train",),
+        must="a number in [0, 1)",
+        bounds={"ge": 0, "lt": 1},
+        allowed="[0, 1)",
+        applies=lambda c: c.optimizer in ("signum", "muon"),
+        probe=Probe(0.5, {"optimizer": "signum"}),
     ),
     # new fields go here, above this line (docs/extending.md)
 )

@@ -2,8 +2,9 @@
 
 Normalized and plain GD (§3) and, beyond the paper (§10): for linear models, normalized
 steepest descent in a norm converges in direction to the max-margin solution in that norm
-(sign descent and Adam: the entrywise max norm; spectral descent: the spectral norm; l_p
-mirror descent: the l_p norm; Polyak's step size on GD: the Frobenius norm, as GD).
+(sign descent, Signum and Adam: the entrywise max norm; spectral descent and Muon: the
+spectral norm; l_p mirror descent: the l_p norm; Polyak's step size on GD: the Frobenius
+norm, as GD).
 
 Each rule is a fresh object per training pass (:func:`make_rule`; some keep state) that moves
 one block of parameters (:mod:`attnsvm.gd.model`): ``rule(theta, G, loss)`` is the next
@@ -23,7 +24,7 @@ from torch import Tensor
 from attnsvm.config.fields import DEFAULTS
 
 #: the step rules of docs/science.md §10 (Cell.optimizer values besides normalized and plain)
-STEEPEST = ("sign", "adam", "spectral", "mirror1p5", "mirror3", "polyak")
+STEEPEST = ("sign", "adam", "spectral", "mirror1p5", "mirror3", "polyak", "signum", "muon")
 #: longest Polyak step (Frobenius norm over the parameters of a seed): a run heading to a
 #: non-optimal selection keeps L - L* > 0 while its gradient vanishes, and its Polyak step
 #: would grow without bound (docs/science.md §10)
@@ -40,6 +41,8 @@ PREDICTED_NORM = {
     "mirror1p5": "l1p5",
     "mirror3": "l3",
     "polyak": "fro",
+    "signum": "max",
+    "muon": "spec",
 }
 #: Adam's default betas (torch.optim.Adam's; a cell's are its fields adam_beta1, adam_beta2)
 ADAM_BETAS = (DEFAULTS["adam_beta1"], DEFAULTS["adam_beta2"])
@@ -162,6 +165,74 @@ class Adam(Rule):
         bc1, bc2 = 1 - b1**self.k, 1 - b2**self.k
         denom = (v.sqrt() / bc2**0.5).add_(ADAM_EPS)
         return (self.lr / bc1) * m / denom
+
+
+class Signum(Rule):
+    """``lr sign(m)`` with ``m <- beta m + (1 - beta) G`` (Bernstein et al. 2018, arXiv
+    1802.04434: Signum), ``beta`` the settings' ``momentum``, state per seed (§10): sign
+    descent on the momentum; ``beta = 0`` is :class:`Sign`."""
+
+    def __init__(self, lr: float, eps: float = 0.0, settings: Any = None, model: Any = None):
+        super().__init__(lr, eps)
+        self.beta, self.m = _momentum(settings), None
+
+    def step(self, G: Tensor, theta: Tensor, loss: Tensor) -> Tensor:
+        m = self.m = torch.zeros_like(G) if self.m is None else self.m
+        m.mul_(self.beta).add_(G, alpha=1 - self.beta)
+        return self.lr * torch.sign(m)
+
+
+def _momentum(settings: Any) -> float:
+    beta = DEFAULTS["momentum"] if settings is None else settings.momentum
+    if not 0.0 <= float(beta) < 1.0:
+        raise ValueError(f"momentum must be a number in [0, 1), got {beta!r}")
+    return float(beta)
+
+
+#: (a, b, c) of Muon's quintic Newton-Schulz step ``X <- a X + (b A + c A^2) X``, ``A = X
+#: X^T`` (Jordan et al. 2024, the reference implementation's coefficients)
+NEWTON_SCHULZ = (3.4445, -4.7750, 2.0315)
+#: Newton-Schulz steps per Muon step (the reference implementation's)
+NEWTON_SCHULZ_STEPS = 5
+
+
+def newton_schulz(G: Tensor, steps: int = NEWTON_SCHULZ_STEPS) -> Tensor:
+    """Muon's approximate orthogonalization of each matrix of ``G`` (§10): ``X = G /
+    ||G||_F`` (:func:`unit_frobenius`: 0 for G = 0), transposed to have at most as many rows
+    as columns, then ``steps`` times ``X <- a X + (b A + c A A) X`` with ``A = X X^T`` and
+    :data:`NEWTON_SCHULZ`. The singular vectors stay G's; singular values in (0, 1] are pushed
+    towards 1 (into roughly [0.7, 1.2], not exactly 1: the coefficients trade accuracy for
+    speed), so the result approximates the polar factor ``U V^T`` of :func:`polar_factor`."""
+    X = unit_frobenius(G)
+    wide = X.shape[-2] > X.shape[-1]
+    if wide:
+        X = X.transpose(-1, -2)
+    a, b, c = NEWTON_SCHULZ
+    for _ in range(steps):
+        A = X @ X.transpose(-1, -2)
+        X = a * X + (b * A + c * (A @ A)) @ X
+    return X.transpose(-1, -2) if wide else X
+
+
+class Muon(Rule):
+    """Muon (Jordan et al. 2024; §10), the reference implementation's step in the cell's
+    dtype: ``B <- beta B + (1 - beta) G``, the Nesterov update ``U = (1 - beta) G + beta B``,
+    and ``lr sqrt(max(1, rows / cols)) newton_schulz(U)``, ``beta`` the settings'
+    ``momentum``, state per seed. The reference normalizes by ``||U||_F + 1e-7``; here by
+    ``||U||_F`` alone (:func:`unit_frobenius`): saturated attention has gradients far below
+    1e-7, where that epsilon would shrink X below the range Newton-Schulz lifts to 1 (as
+    torch's Adam epsilon would turn Adam into plain GD, :data:`ADAM_EPS`)."""
+
+    def __init__(self, lr: float, eps: float = 0.0, settings: Any = None, model: Any = None):
+        super().__init__(lr, eps)
+        self.beta, self.B = _momentum(settings), None
+
+    def step(self, G: Tensor, theta: Tensor, loss: Tensor) -> Tensor:
+        B = self.B = torch.zeros_like(G) if self.B is None else self.B
+        B.mul_(self.beta).add_(G, alpha=1 - self.beta)
+        update = (1 - self.beta) * G + self.beta * B
+        rows, cols = G.shape[-2:]
+        return (self.lr * max(1.0, rows / cols) ** 0.5) * newton_schulz(update)
 
 
 class Polyak(Rule):
@@ -299,6 +370,8 @@ RULES: dict[str, type[Rule]] = {
     "mirror1p5": Mirror1p5,
     "mirror3": Mirror3,
     "polyak": Polyak,
+    "signum": Signum,
+    "muon": Muon,
 }
 
 

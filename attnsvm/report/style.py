@@ -82,6 +82,8 @@ OPTIMIZER_LABELS = {
     "mirror1p5": r"$\ell_{1.5}$ mirror descent",
     "mirror3": r"$\ell_3$ mirror descent",
     "polyak": "Polyak step",
+    "signum": "Signum",
+    "muon": "Muon",
 }
 #: short optimizer names for tick labels
 OPTIMIZER_SHORT = {
@@ -93,6 +95,8 @@ OPTIMIZER_SHORT = {
     "mirror1p5": r"$\ell_{1.5}$ mirror",
     "mirror3": r"$\ell_3$ mirror",
     "polyak": "Polyak",
+    "signum": "Signum",
+    "muon": "Muon",
 }
 #: math names of grid axes in labels
 AXIS_LABELS = {
@@ -106,6 +110,8 @@ AXIS_LABELS = {
     "d": "$d$",
     "m": "$m$",
     "heads": "$H$",
+    "batch_size": "$b$",
+    "momentum": r"$\beta$",
 }
 
 
