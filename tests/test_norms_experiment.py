@@ -111,3 +111,34 @@ def test_norms_figure_has_a_row_per_adam_beta(tmp_path):
         line = next(x for x in lines if x.startswith(f"*adam, β₂ = {b2}* on *W*"))
         assert f"predicted max, final corr {mod.captions.fmt(want)}" in line
     plt.close(mod.plot(sweep, summary))
+
+
+def test_norms_figure_has_a_row_per_optimizer_and_batch_size(tmp_path):
+    """Signum and Muon with a ``batch_size`` grid axis (issue 42, experiment
+    b16_optimizer_batch): one row per (optimizer, batch size), each with its own numbers,
+    Signum's and Muon's predictions (max-entry, spectral) outlined, the figure passes the
+    figure checks."""
+    import matplotlib.pyplot as plt
+
+    from attnsvm.report.figure_check import assert_figure_ok
+    from attnsvm.report.figures import figure_module
+    from tests.workflow_helpers import tiny_sweep
+
+    raw = {"fixed": {**SMALL, "iterations": 60, "norm_svms": True},
+           "grid": {"optimizer": ["signum", "muon"], "batch_size": [1, 3]}, "seeds": 2,
+           "figures": ["norms"]}  # fmt: skip
+    sweep, summary = tiny_sweep(tmp_path, "t_batch", raw)
+    mod = figure_module("norms")
+    rows = mod.rows_of(summary)
+    assert [(o, sp) for o, _, sp in rows] == [
+        (o, (("batch_size", b),)) for o in ("signum", "muon") for b in (1.0, 3.0)
+    ]
+    assert [mod.predicted(o, p) for o, p, _ in rows] == ["max", "max", "spec", "spec"]
+    lines = mod.numbers(summary)
+    for b in (1, 3):
+        want = summary["corr_max_alpha_mean"].sel(optimizer="signum", batch_size=b).mean()
+        line = next(x for x in lines if x.startswith(f"*signum, batch size = {b}* on *W*"))
+        assert f"predicted max, final corr {mod.captions.fmt(want.item())}" in line
+    fig = mod.plot(sweep, summary)
+    assert_figure_ok(fig)
+    plt.close(fig)

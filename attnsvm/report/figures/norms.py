@@ -1,7 +1,8 @@
 """Which norm does each optimizer's attention minimize? (docs/science.md §10, beyond the paper.)
 
-Grid axes ``optimizer`` (normalized, sign, adam, spectral, mirror1p5, mirror3), optionally
-``param`` and ``d``, and Adam's ``adam_beta1`` / ``adam_beta2`` (one row per value, issue 29);
+Grid axes ``optimizer`` (normalized, sign, adam, spectral, mirror1p5, mirror3, signum, muon),
+optionally ``param`` and ``d``, and Adam's ``adam_beta1`` / ``adam_beta2``, ``batch_size`` and
+``momentum`` (one row per value, issues 29 and 42);
 cells with ``norm_svms: true``. (a) heatmap optimizer x norm of the mean
 final corr(W_GD, SVM_norm(alpha)), the cell the linear theory predicts outlined; (b) the same
 for the margin ratio (1: W_GD's direction is a max-margin direction in that norm, whichever
@@ -51,8 +52,9 @@ def predicted(opt: str, param: str) -> str | None:
     return PREDICTED_NORM.get(opt)
 
 
-#: grid axes that split an optimizer's row, one row per value (Adam's betas, issue 29)
-ROW_AXES = ("adam_beta1", "adam_beta2")
+#: grid axes that split an optimizer's row, one row per value (Adam's betas, issue 29; the
+#: batch size and the momentum of Signum and Muon, issue 42)
+ROW_AXES = ("adam_beta1", "adam_beta2", "batch_size", "momentum")
 #: a row of the heatmaps: optimizer, param and the values of the row axes ((axis, value), ...)
 Row = tuple[str, str, tuple[tuple[str, float], ...]]
 
@@ -80,7 +82,8 @@ def label(row: Row, with_param: bool = True) -> str:
 
 
 #: the row axes' names in caption text (RST, no mathtext)
-CAPTION_AXES = {"adam_beta1": "β₁", "adam_beta2": "β₂"}
+CAPTION_AXES = {"adam_beta1": "β₁", "adam_beta2": "β₂", "batch_size": "batch size",
+                "momentum": "momentum β"}  # fmt: skip
 
 
 def caption_label(row: Row) -> str:
@@ -256,8 +259,10 @@ FIGURE = Figure(
     ),
     look=(
         "The linear theory predicts the outlined cells: normalized GD the Frobenius SVM, sign "
-        "descent and Adam the max-entry SVM, spectral descent the spectral SVM, l_p mirror "
-        "descent the l_p SVM, normalized GD on (K, Q) the nuclear SVM. A prediction holds "
+        "descent, Signum and Adam the max-entry SVM, spectral descent and Muon the spectral "
+        "SVM, l_p mirror descent the l_p SVM, normalized GD on (K, Q) the nuclear SVM; at "
+        "batch size 1, Adam may reach the Frobenius SVM instead (Baek, Song, Yun, arXiv "
+        "2510.26303). A prediction holds "
         "where its cell is the largest of its row; the spectral SVM's optimal face is wide, "
         "so its correlation, which depends on the solution the solver returns, is not stored "
         "and its prediction is read in the margin ratios."
