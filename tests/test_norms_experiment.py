@@ -142,3 +142,32 @@ def test_norms_figure_has_a_row_per_optimizer_and_batch_size(tmp_path):
     fig = mod.plot(sweep, summary)
     assert_figure_ok(fig)
     plt.close(fig)
+
+
+def test_a_batch_size_grid_with_the_full_batch_is_planned_and_drawn(tmp_path):
+    """``batch_size: [1, null]`` (one example per step and the full batch) is a valid grid:
+    the config is accepted (planning compared grid points holding None with ints before), the
+    collected coordinate holds "1" and "null", and the norms figure selects each row by it and
+    names the full batch in words."""
+    import matplotlib.pyplot as plt
+
+    from attnsvm.report import style
+    from attnsvm.report.figure_check import assert_figure_ok
+    from attnsvm.report.figures import figure_module
+    from tests.workflow_helpers import tiny_sweep
+
+    raw = {"fixed": {**SMALL, "iterations": 60, "norm_svms": True, "optimizer": "signum"},
+           "grid": {"batch_size": [1, None]}, "seeds": 2, "figures": ["norms"]}  # fmt: skip
+    sweep, summary = tiny_sweep(tmp_path, "t_full", raw)
+    assert list(summary["batch_size"].values) == ["1", "null"]
+    mod = figure_module("norms")
+    rows = mod.rows_of(summary)
+    assert [sp for _, _, sp in rows] == [(("batch_size", "1"),), (("batch_size", "null"),)]
+    assert mod.label(rows[1]).endswith("$b$ = full") and mod.caption_label(rows[0]).endswith("= 1")
+    assert style.axis_value("adam_beta2", 0.95) == r"$\beta_2 = 0.95$"  # numbers stay math
+    for row, value in zip(rows, ("1", "null"), strict=True):
+        want = summary["corr_max_alpha_mean"].sel(batch_size=value).mean().item()
+        assert mod.table(summary, "corr")[rows.index(row), mod.NORMS.index("max")] == want
+    fig = mod.plot(sweep, summary)
+    assert_figure_ok(fig)
+    plt.close(fig)

@@ -393,7 +393,7 @@ def _check_cells(exp: Experiment, mem_mb: int | None) -> Experiment:
             cell = exp.cell(point, exp.seeds[0])
         except CellError as err:
             raise ConfigError(f"{where}{at}: {err}") from None
-        worst = max(worst, (predicted_bytes(cell, batch), point))
+        worst = max(worst, (predicted_bytes(cell, batch), point), key=lambda w: w[0])
     if mem_mb is not None and worst[0] > mem_mb * 2**20:
         at = " at " + ", ".join(f"{k}={v!r}" for k, v in worst[1]) if worst[1] else ""
         raise ConfigError(

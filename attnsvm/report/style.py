@@ -125,9 +125,9 @@ def axis_value(axis: str, value) -> str:
     v = value.item() if hasattr(value, "item") else value
     text = f"{v:g}" if isinstance(v, float) else str(v)
     name = AXIS_LABELS.get(axis, axis)
-    if name.startswith("$") and name.endswith("$"):
+    if name.startswith("$") and name.endswith("$") and not text.isalpha():
         return f"${name[1:-1]} = {text}$"
-    return f"{name} = {text}"
+    return f"{name} = {text}"  # a word (``full``) stays upright, out of the math
 
 
 def apply_style() -> None:

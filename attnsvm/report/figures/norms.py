@@ -56,7 +56,7 @@ def predicted(opt: str, param: str) -> str | None:
 #: batch size and the momentum of Signum and Muon, issue 42)
 ROW_AXES = ("adam_beta1", "adam_beta2", "batch_size", "momentum")
 #: a row of the heatmaps: optimizer, param and the values of the row axes ((axis, value), ...)
-Row = tuple[str, str, tuple[tuple[str, float], ...]]
+Row = tuple[str, str, tuple[tuple[str, float | str], ...]]
 
 
 def rows_of(summary: xr.Dataset) -> list[Row]:
@@ -66,9 +66,24 @@ def rows_of(summary: xr.Dataset) -> list[Row]:
         opts = [str(o) for o in np.atleast_1d(summary["optimizer"].values)]
     else:
         opts = [str(summary.attrs.get("fixed_optimizer", "normalized"))]
-    axes = [[(a, float(v)) for v in summary[a].values] for a in ROW_AXES if a in summary.dims]
+    axes = [[(a, _value(v)) for v in summary[a].values] for a in ROW_AXES if a in summary.dims]
     splits = list(itertools.product(*axes))
     return [(o, p, sp) for p in captions.params(summary) for o in opts for sp in splits]
+
+
+def _value(v):
+    """A row axis' coordinate value as the summary holds it (it selects the row): a float, or
+    the collected string of an optional field (``batch_size``: ``"1"``, ``"null"``)."""
+    v = v.item() if hasattr(v, "item") else v
+    return v if isinstance(v, str) else float(v)
+
+
+def _shown(axis: str, v, number) -> str:
+    """A row axis' value in words (``number`` formats a float): ``null`` of ``batch_size`` is
+    the full batch."""
+    if not isinstance(v, str):
+        return number(v)
+    return "full" if (axis, v) == ("batch_size", "null") else v
 
 
 def label(row: Row, with_param: bool = True) -> str:
@@ -78,7 +93,7 @@ def label(row: Row, with_param: bool = True) -> str:
     text = style.optimizer_label(o)
     if with_param:
         text += f" ({style.PARAM_LABELS.get(p, p)})"
-    return ", ".join([text, *(style.axis_value(a, v) for a, v in split)])
+    return ", ".join([text, *(style.axis_value(a, _shown(a, v, "{:g}".format)) for a, v in split)])
 
 
 #: the row axes' names in caption text (RST, no mathtext)
@@ -89,7 +104,8 @@ CAPTION_AXES = {"adam_beta1": "β₁", "adam_beta2": "β₂", "batch_size": "bat
 def caption_label(row: Row) -> str:
     """A row in caption text: ``adam, β₂ = 0.95``."""
     o, _, split = row
-    return ", ".join([o, *(f"{CAPTION_AXES.get(a, a)} = {captions.fmt(v)}" for a, v in split)])
+    values = (f"{CAPTION_AXES.get(a, a)} = {_shown(a, v, captions.fmt)}" for a, v in split)
+    return ", ".join([o, *values])
 
 
 def table(summary: xr.Dataset, prefix: str, keep=(), **point) -> np.ndarray:
