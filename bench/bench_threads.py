@@ -6,8 +6,9 @@ Usage: python bench/bench_threads.py [--shape 256 32 64] [--before DIR --before-
 The cell (n, T, d) = ``--shape`` (W, then KQ: the Frobenius and the nuclear SVMs of its
 selection and of its optimal tokens) runs through ``attnsvm run-cell`` while a second job
 runs the same command beside it (both started together; the first one's wall time is
-reported). Each row is one way of giving cores: this tree's default (every thread pool limited
-to the cores the process was given: here its CPU affinity, all cores), this tree with
+reported). Each row is one way of giving cores: this tree's default (torch's and the OpenMP
+pools limited to the cores the process was given, here its CPU affinity, all cores; BLAS to
+one thread), this tree with
 ``--threads 1``, and, with ``--before``, another checkout's ``run-cell``, whose BLAS and
 OpenMP pools start a thread per core (and torch's its own) whatever else runs.
 
@@ -139,8 +140,10 @@ def main() -> None:
         f"attnsvm run-cell --n {n} --T {T} --d {d} --param W|KQ (its defaults otherwise: "
         "training, then the SVMs of GD's selection and of the optimal tokens), wall time of "
         "one job while an identical second job runs beside it, on this machine's "
-        f"{os.cpu_count()} cores. This tree limits every BLAS, OpenMP and torch pool to the "
-        "cores given (threadpoolctl; attnsvm.gd.threads)."
+        f"{os.cpu_count()} cores. This tree limits torch's and the OpenMP pools to the cores "
+        "given and every BLAS pool to one thread (threadpoolctl; attnsvm.gd.threads, "
+        "bench/tables/blas_pools.md); with both jobs given all cores, their torch threads "
+        "share them."
     )
     table.write()
 
