@@ -343,8 +343,14 @@ def test_benign_plane_draws_the_grid_means_and_the_threshold(tmp_path):
     assert "8 ok, 0 nonfinite, 0 failed, 0 missing" in text
     plotted = figure_module("benign_plane").plot(sweep, summary)
     cells = [t.get_text() for t in plotted.axes[0].texts]
-    want = summary["test_excess_mean"].transpose("n", "snr").values.ravel()
+    # per cell, the test error over the Bayes classifier's on the same test sample (not over
+    # the flip share: the Bayes error is above it at low SNR), mean over the seeds
+    excess = (sweep["test_err"] - sweep["test_err_bayes"]).transpose("n", "snr", "seed").values
+    want = excess.mean(axis=-1).ravel()
     assert cells == [f"{v:.2f}" for v in want]
+    mm = (sweep["test_err_mm"] - sweep["test_err_bayes"]).transpose("n", "snr", "seed").values
+    want_mm = [f"{v:.2f}" for v in np.nanmean(mm, axis=-1).ravel() if np.isfinite(v)]
+    assert [t.get_text() for t in plotted.axes[1].texts] == want_mm
     (line,) = plotted.axes[0].get_lines()  # SNR = 1/sqrt(n): between 0.3 and 3 for n = 3, 4
     x = np.interp(np.log(1 / np.sqrt([3, 4])), np.log([0.3, 3.0]), [0, 1])
     np.testing.assert_allclose(line.get_xdata(), x)

@@ -4,9 +4,11 @@ Magen et al., arXiv 2410.07746; Sakamoto & Sato, arXiv 2409.17625).
 Grid axis ``snr``; every other swept axis (``n``, ``lr``, ``d``, ``optimizer`` ...) is a
 *series*: nothing swept is pooled. (a) The final test error of GD and of the max-margin
 interpolator (attention along the Att-SVM of the flipped labels' optimal tokens at infinite
-norm) against the SNR, mean over seeds and its confidence interval, a colour per series; dotted:
-the label-flip rate (the best test error); dash-dotted: the papers' threshold ``SNR = 1 /
-sqrt(n)`` (constant 1, which the papers leave open). (b, c, ...) One panel per series: training
+norm) against the SNR, mean over seeds and its confidence interval, a colour per series;
+dotted, per series: the Bayes-optimal classifier's test error on the same test samples (the
+best possible; above the label-flip rate at low SNR, docs/science.md §15); thin grey: the
+label-flip rate; dash-dotted: the papers' threshold ``SNR = 1 / sqrt(n)`` (constant 1, which
+the papers leave open). (b, c, ...) One panel per series: training
 fit against test error over the iterations at the smallest and largest SNR, medians over seeds:
 the training error, the share of flipped labels fit and the test error (a delay between fit and
 generalization is Sakamoto & Sato's delayed generalization).
@@ -24,7 +26,8 @@ from attnsvm.report import sweepdata as sd
 from attnsvm.report.figures import Figure
 
 VARIABLES = (
-    "test_err", "test_err_mm", "curve_test_err", "curve_train_err", "curve_flip_fit",
+    "test_err", "test_err_mm", "test_err_bayes", "curve_test_err", "curve_train_err",
+    "curve_flip_fit",
 )  # fmt: skip
 CURVES = {
     "curve_test_err": ("test error", style.PALETTE[0]),
@@ -78,13 +81,16 @@ def _errors(ax, sweep, summary, snrs, points) -> None:
             stats = sd.pooled(summary, name, keep=("snr",), **point)
             style.mean_errorbar(ax, snrs, stats, marker="o" if ls == "-" else "s", ms=3,
                                 capsize=2, ls=ls, color=color, label=what + suffix)  # fmt: skip
+        bayes, _, count = sd.pooled(summary, "test_err_bayes", keep=("snr",), **point)
+        if np.any(np.asarray(count) > 0):
+            ax.plot(snrs, bayes, color=color, ls=":", lw=1.0, label="Bayes error" + suffix)
         n = _n_of(sweep, point)
         if n is not None and n not in drawn:
             drawn.add(n)
             ax.axvline(1 / np.sqrt(n), color=color if "n" in point else "0.3", lw=0.8, ls="-.",
                        zorder=0)  # fmt: skip
     for eta in sd.grid_values(sweep, "label_flip"):
-        ax.axhline(float(eta), color="0.4", lw=0.8, ls=":", zorder=0)
+        ax.axhline(float(eta), color="0.6", lw=0.6, ls="-", zorder=0)
     ax.set_xscale("log")
     if len(snrs):  # the grid's SNRs as ticks (matplotlib's minor labels collide on a short span)
         ax.set_xticks(snrs, [f"{v:g}" for v in snrs])
@@ -126,8 +132,10 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     notes = style.notes_text(
         f"(a) {style.MEAN_INTERVAL}; (b...) line: median, band: interquartile range",
         [
-            "(a) dotted: the label-flip rate, the best test error; dash-dotted: SNR = 1/sqrt(n), "
-            "the papers' threshold with constant 1; interpolator: attention along the Att-SVM "
+            "(a) dotted: the Bayes-optimal classifier's test error, the best possible (above "
+            "the flip rate at low SNR); thin grey: the label-flip rate; dash-dotted: SNR = "
+            "1/sqrt(n), the papers' threshold with constant 1; interpolator: attention along "
+            "the Att-SVM "
             "of the flipped labels' optimal tokens at infinite norm (docs/science.md §15); "
             "series (not pooled): " + (", ".join(series_axes(sweep)) or "none"),
         ],
@@ -137,12 +145,15 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
 
 
 def numbers(summary: xr.Dataset) -> list[str]:
-    """Mean final test errors of GD and of the interpolator per SNR, and the flip fit."""
+    """Mean final test errors of GD, of the interpolator and of the Bayes classifier per SNR,
+    and the flip fit."""
     axes = [str(a) for a in np.atleast_1d(summary.attrs.get("axes", []))]
     over = ["snr", *(a for a in axes if a not in ("snr", "seed"))]
     return [
         "mean final test error of GD: " + captions.per_point(summary, "test_err_mean", over),
         "of the max-margin interpolator: " + captions.per_point(summary, "test_err_mm_mean", over),
+        "of the Bayes-optimal classifier: "
+        + captions.per_point(summary, "test_err_bayes_mean", over),
         "mean share of flipped training labels fit: "
         + captions.per_point(summary, "flip_fit_mean", over),
     ]
@@ -160,9 +171,10 @@ FIGURE = Figure(
     ),
     look=(
         "Above the threshold SNR the model fits the flipped labels and its test error stays "
-        "near the flip rate (benign); below it the interpolator's test error rises above it "
-        "(harmful). GD's test error should follow the interpolator's (docs/science.md §15; the "
-        "claims ledger tests it)."
+        "near the Bayes error, the best possible (benign); below it the interpolator's test "
+        "error rises above the Bayes error (harmful), docs/science.md §15; the claims ledger "
+        "tests both against the Bayes error. The flip rate is the Bayes error only at high "
+        "SNR: the signal token carries noise."
     ),
     plot=plot,
     numbers=numbers,
