@@ -167,19 +167,27 @@ class Adam(Rule):
         return (self.lr / bc1) * m / denom
 
 
-class Signum(Rule):
-    """``lr sign(m)`` with ``m <- beta m + (1 - beta) G`` (Bernstein et al. 2018, arXiv
-    1802.04434: Signum), ``beta`` the settings' ``momentum``, state per seed (§10): sign
-    descent on the momentum; ``beta = 0`` is :class:`Sign`."""
+class _Momentum(Rule):
+    """A rule that steps along an average of its gradients: ``m <- beta m + (1 - beta) G``
+    per seed (m = 0 at the start), ``beta`` the settings' ``momentum`` (§10)."""
 
     def __init__(self, lr: float, eps: float = 0.0, settings: Any = None, model: Any = None):
         super().__init__(lr, eps)
         self.beta, self.m = _momentum(settings), None
 
-    def step(self, G: Tensor, theta: Tensor, loss: Tensor) -> Tensor:
+    def average(self, G: Tensor) -> Tensor:
+        """The updated average m (kept for the next step)."""
         m = self.m = torch.zeros_like(G) if self.m is None else self.m
-        m.mul_(self.beta).add_(G, alpha=1 - self.beta)
-        return self.lr * torch.sign(m)
+        return m.mul_(self.beta).add_(G, alpha=1 - self.beta)
+
+
+class Signum(_Momentum):
+    """``lr sign(m)`` (Bernstein et al. 2018, arXiv 1802.04434: Signum), m the momentum
+    average of :class:`_Momentum` (§10): sign descent on the momentum; ``beta = 0`` is
+    :class:`Sign`."""
+
+    def step(self, G: Tensor, theta: Tensor, loss: Tensor) -> Tensor:
+        return self.lr * torch.sign(self.average(G))
 
 
 def _momentum(settings: Any) -> float:
@@ -204,33 +212,27 @@ def newton_schulz(G: Tensor, steps: int = NEWTON_SCHULZ_STEPS) -> Tensor:
     towards 1 (into roughly [0.7, 1.2], not exactly 1: the coefficients trade accuracy for
     speed), so the result approximates the polar factor ``U V^T`` of :func:`polar_factor`."""
     X = unit_frobenius(G)
-    wide = X.shape[-2] > X.shape[-1]
-    if wide:
+    tall = X.shape[-2] > X.shape[-1]
+    if tall:
         X = X.transpose(-1, -2)
     a, b, c = NEWTON_SCHULZ
     for _ in range(steps):
         A = X @ X.transpose(-1, -2)
         X = a * X + (b * A + c * (A @ A)) @ X
-    return X.transpose(-1, -2) if wide else X
+    return X.transpose(-1, -2) if tall else X
 
 
-class Muon(Rule):
+class Muon(_Momentum):
     """Muon (Jordan et al. 2024; §10), the reference implementation's step in the cell's
-    dtype: ``B <- beta B + (1 - beta) G``, the Nesterov update ``U = (1 - beta) G + beta B``,
-    and ``lr sqrt(max(1, rows / cols)) newton_schulz(U)``, ``beta`` the settings'
-    ``momentum``, state per seed. The reference normalizes by ``||U||_F + 1e-7``; here by
-    ``||U||_F`` alone (:func:`unit_frobenius`): saturated attention has gradients far below
-    1e-7, where that epsilon would shrink X below the range Newton-Schulz lifts to 1 (as
-    torch's Adam epsilon would turn Adam into plain GD, :data:`ADAM_EPS`)."""
-
-    def __init__(self, lr: float, eps: float = 0.0, settings: Any = None, model: Any = None):
-        super().__init__(lr, eps)
-        self.beta, self.B = _momentum(settings), None
+    dtype: the momentum average B of :class:`_Momentum`, the Nesterov update ``U = (1 -
+    beta) G + beta B``, and ``lr sqrt(max(1, rows / cols)) newton_schulz(U)``. The reference
+    normalizes by ``||U||_F + 1e-7``; here by ``||U||_F`` alone (:func:`unit_frobenius`):
+    saturated attention has gradients far below 1e-7, where that epsilon would shrink X below
+    the range Newton-Schulz lifts to 1 (as torch's Adam epsilon would turn Adam into plain
+    GD, :data:`ADAM_EPS`)."""
 
     def step(self, G: Tensor, theta: Tensor, loss: Tensor) -> Tensor:
-        B = self.B = torch.zeros_like(G) if self.B is None else self.B
-        B.mul_(self.beta).add_(G, alpha=1 - self.beta)
-        update = (1 - self.beta) * G + self.beta * B
+        update = (1 - self.beta) * G + self.beta * self.average(G)
         rows, cols = G.shape[-2:]
         return (self.lr * max(1.0, rows / cols) ** 0.5) * newton_schulz(update)
 
