@@ -27,6 +27,12 @@ STATUS_INTERVAL = 60.0
 #: the report the README's Quickstart builds, under the results directory
 REPORT_NAME = "report.html"
 
+#: held while a line is printed; once the last line is out (:func:`print_last`), ``_CLOSED``
+#: is set and the status thread prints nothing more (a daemon thread still runs during the
+#: interpreter's atexit handlers, so without it a status line could follow the verdicts)
+_PRINTING = threading.Lock()
+_CLOSED = threading.Event()
+
 
 def status_line(results: str | os.PathLike, configfile: str | os.PathLike) -> str:
     """``attnsvm: blocks done 12 of 26, running 2, missing 12; remaining ~3 min``."""
@@ -68,7 +74,10 @@ def start_status_lines(
             except Exception as err:  # the run goes on; the lines stop, saying why
                 print(f"attnsvm: warning: no more status lines: {err}", file=sys.stderr)
                 return
-            print(line, file=sys.stderr, flush=True)
+            with _PRINTING:
+                if stop.is_set() or _CLOSED.is_set():
+                    return
+                print(line, file=sys.stderr, flush=True)
 
     threading.Thread(target=loop, name="attnsvm-status", daemon=True).start()
     return stop
@@ -97,8 +106,15 @@ def verdict_line(ledgers: dict[str, str | os.PathLike], results: str | os.PathLi
 
 def print_last(line: str) -> None:
     """Print ``line`` to stderr as the process's last line (after Snakemake's own closing
-    lines: the log's path, the elapsed time)."""
-    atexit.register(print, line, file=sys.stderr, flush=True)
+    lines: the log's path, the elapsed time); no status line follows it."""
+    atexit.register(_close, line)
+
+
+def _close(line: str) -> None:
+    """Print the last line and end the status lines, as one step under ``_PRINTING``."""
+    with _PRINTING:
+        _CLOSED.set()
+        print(line, file=sys.stderr, flush=True)
 
 
 __all__ = ["print_last", "start_status_lines", "status_line", "verdict_line"]
