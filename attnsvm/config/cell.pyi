@@ -17,7 +17,9 @@ class Cell:
     n=2, T=3, d=2; the ntp_* generators go with task: ntp (8; synthetic ones need T <= K);
     digits / photos: patches of real images as tokens (9), d and T derived (setting them is
     an error); signal_noise: one signal token and T - 1 noise tokens, labels flipped at rate
-    label_flip (15; cross attention, linear head, d >= 2)"""
+    label_flip (15; cross attention, linear head, d >= 2); weakly_relevant: Sakamoto &
+    Sato's model in their units, a relevant, two weakly relevant and T - 3 noise tokens (15;
+    also T >= 3)"""
     d: int = 10
     """token dimension (digits / photos: derived from patch and positional)"""
     T: int = 8
@@ -38,7 +40,9 @@ class Cell:
     """self: the query is the first token (docs/science.md 1); sequence / causal: every token k
     is a query over all tokens / tokens 0..k (4, linear head only)"""
     init: str = "uniform"
-    """U(-1/sqrt(d), 1/sqrt(d)), or W = 0 / (K = 0.1 N(0,1), Q = 0) (docs/science.md 3)"""
+    """U(-1/sqrt(d), 1/sqrt(d)), or W = 0 / (K = 0.1 N(0,1), Q = 0) (docs/science.md 3);
+    kaiming_q0 (KQ only): K = U(-1/sqrt(d), 1/sqrt(d)), PyTorch's Kaiming-uniform of a d x d
+    matrix, and Q = 0 (15, Sakamoto & Sato's W and p)"""
     optimizer: str = "normalized"
     """normalized or plain full-batch gradient descent (docs/science.md 3); sign descent, Adam,
     spectral descent, l_1.5 / l_3 mirror descent, Polyak step with the loss floor of the
@@ -111,12 +115,14 @@ class Cell:
     """signal_noise only: signal-to-noise ratio ||mu|| / (sigma sqrt(d)) of the signal token (>
     0; docs/science.md 15)"""
     label_flip: float = 0.0
-    """signal_noise only: probability that a label (training and test) is flipped, in [0, 0.5)
-    (docs/science.md 15)"""
+    """signal_noise: probability that a label (training and test) is flipped; weakly_relevant:
+    the share of noisy training labels, 2 floor(ceil(n label_flip) / 2) flipped, half in
+    each class (test labels clean); in [0, 0.5) (docs/science.md 15)"""
     n_test: int = 0
     """held-out examples drawn from the cell's generator with seeds disjoint from the training
-    ones; > 0 stores test loss and error (docs/science.md 15; generator gaussian or
-    signal_noise, task train, one fixed linear head, cross or self attention)"""
+    ones; > 0 stores test loss and error (docs/science.md 15; generator gaussian,
+    signal_noise or weakly_relevant, task train, one fixed linear head, cross or self
+    attention)"""
     svm_route: str = "auto"
     """the route the Frobenius and nuclear Att-SVMs (of alpha and opt, of each head, the NTP-
     SVM) try first wherever it applies, for a route ablation (auto: their route tables,
@@ -135,6 +141,12 @@ class Cell:
     momentum: float = 0.9
     """optimizer signum / muon only: beta, the decay of their momentum average (0 <= beta < 1;
     docs/science.md 10)"""
+    signal_norm: float = 20.0
+    """weakly_relevant only: the signal norm ||mu|| of Sakamoto & Sato's tokens (noise N(0,
+    I_d), so the SNR is ||mu|| / sqrt(d); > 0; docs/science.md 15)"""
+    rho: float = 0.1
+    """weakly_relevant only: the weak relevance rho, tokens 2 and 3 carry rho mu_y and rho
+    mu_{-y} (> 0, as their code requires; docs/science.md 15)"""
     @property
     def inner_dim(self) -> int: ...
     def shape_key(self) -> tuple[tuple[str, Any], ...]: ...

@@ -181,6 +181,14 @@ def _signal_noise(c: Any) -> bool:
     return c.generator == "signal_noise"
 
 
+def _weakly_relevant(c: Any) -> bool:
+    return c.generator == "weakly_relevant"
+
+
+def _label_noise(c: Any) -> bool:
+    return c.generator in ("signal_noise", "weakly_relevant")
+
+
 _DIGITS = "digits only: "
 FIELDS: tuple[Field, ...] = (
     Field(
@@ -191,7 +199,9 @@ FIELDS: tuple[Field, ...] = (
         "needs n=2, T=3, d=2; the ntp_* generators go with task: ntp (8; synthetic ones need "
         "T <= K); digits / photos: patches of real images as tokens (9), d and T derived "
         "(setting them is an error); signal_noise: one signal token and T - 1 noise tokens, "
-        "labels flipped at rate label_flip (15; cross attention, linear head, d >= 2)",
+        "labels flipped at rate label_flip (15; cross attention, linear head, d >= 2); "
+        "weakly_relevant: Sakamoto & Sato's model in their units, a relevant, two weakly "
+        "relevant and T - 3 noise tokens (15; also T >= 3)",
         long_name="data generator",
         stages=("data",),
         choices=(
@@ -204,6 +214,7 @@ FIELDS: tuple[Field, ...] = (
             "ntp_text",
             *REAL_GENERATORS,
             "signal_noise",
+            "weakly_relevant",
         ),
         described=ALWAYS,
         rule=rules.generator_rule,
@@ -310,11 +321,14 @@ FIELDS: tuple[Field, ...] = (
         name="init",
         kind="choice",
         default="uniform",
-        doc="U(-1/sqrt(d), 1/sqrt(d)), or W = 0 / (K = 0.1 N(0,1), Q = 0) (docs/science.md 3)",
+        doc="U(-1/sqrt(d), 1/sqrt(d)), or W = 0 / (K = 0.1 N(0,1), Q = 0) (docs/science.md 3); "
+        "kaiming_q0 (KQ only): K = U(-1/sqrt(d), 1/sqrt(d)), PyTorch's Kaiming-uniform of a "
+        "d x d matrix, and Q = 0 (15, Sakamoto & Sato's W and p)",
         long_name="initialization",
         stages=("train",),
-        choices=("uniform", "zero"),
+        choices=("uniform", "zero", "kaiming_q0"),
         described=ALWAYS,
+        rule=rules.init_rule,
         probe=Probe("zero"),
     ),
     Field(
@@ -677,15 +691,16 @@ FIELDS: tuple[Field, ...] = (
         name="label_flip",
         kind="real",
         default=0.0,
-        doc="signal_noise only: probability that a label (training and test) is flipped, in "
-        "[0, 0.5) (docs/science.md 15)",
+        doc="signal_noise: probability that a label (training and test) is flipped; "
+        "weakly_relevant: the share of noisy training labels, 2 floor(ceil(n label_flip) / 2) "
+        "flipped, half in each class (test labels clean); in [0, 0.5) (docs/science.md 15)",
         long_name="label-flip rate",
         stages=("data",),
         must="a number in [0, 0.5)",
         bounds={"ge": 0, "lt": 0.5},
         allowed="[0, 0.5)",
         units="1",
-        applies=_signal_noise,
+        applies=_label_noise,
         probe=Probe(0.45, {"generator": "signal_noise"}),
     ),
     Field(
@@ -693,8 +708,9 @@ FIELDS: tuple[Field, ...] = (
         kind="int",
         default=0,
         doc="held-out examples drawn from the cell's generator with seeds disjoint from the "
-        "training ones; > 0 stores test loss and error (docs/science.md 15; generator gaussian "
-        "or signal_noise, task train, one fixed linear head, cross or self attention)",
+        "training ones; > 0 stores test loss and error (docs/science.md 15; generator gaussian, "
+        "signal_noise or weakly_relevant, task train, one fixed linear head, cross or self "
+        "attention)",
         long_name="test examples",
         stages=("measure",),
         must="a non-negative integer",
@@ -775,6 +791,34 @@ FIELDS: tuple[Field, ...] = (
         applies=lambda c: c.optimizer in ("signum", "muon"),
         probe=Probe(0.5, {"optimizer": "signum"}),
     ),
+    Field(
+        name="signal_norm",
+        kind="real",
+        default=20.0,
+        doc="weakly_relevant only: the signal norm ||mu|| of Sakamoto & Sato's tokens (noise "
+        "N(0, I_d), so the SNR is ||mu|| / sqrt(d); > 0; docs/science.md 15)",
+        long_name="signal norm",
+        stages=("data",),
+        must=_POSITIVE_MUST,
+        bounds={"gt": 0},
+        allowed="> 0",
+        applies=_weakly_relevant,
+        probe=Probe(5.0, {"generator": "weakly_relevant", "T": 4}),
+    ),
+    Field(
+        name="rho",
+        kind="real",
+        default=0.1,
+        doc="weakly_relevant only: the weak relevance rho, tokens 2 and 3 carry rho mu_y and "
+        "rho mu_{-y} (> 0, as their code requires; docs/science.md 15)",
+        long_name="weak relevance",
+        stages=("data",),
+        must=_POSITIVE_MUST,
+        bounds={"gt": 0},
+        allowed="> 0",
+        applies=_weakly_relevant,
+        probe=Probe(0.5, {"generator": "weakly_relevant", "T": 4}),
+    ),
     # new fields go here, above this line (docs/extending.md)
 )
 """Every cell field, in the order of the :class:`~attnsvm.config.cell.Cell` dataclass."""
@@ -798,7 +842,7 @@ FLOAT_FIELDS: frozenset[str] = frozenset(f.name for f in FIELDS if f.kind == "re
 #: reported); each is its field's ``rule`` (:mod:`attnsvm.config.rules`).
 RULE_ORDER = (
     "m", "checkpoint_count", "generator", "radius_max", "task", "train_head", "attention",
-    "heads", "head", "optimizer", "n_test", "batch_size", "weight_decay",
+    "heads", "head", "optimizer", "n_test", "batch_size", "weight_decay", "init",
 )  # fmt: skip
 
 

@@ -45,6 +45,24 @@ def generator_rule(c: Any) -> str | None:
             "generator 'signal_noise' needs task 'train', head 'linear', attention 'cross' and "
             f"d >= 2 (docs/science.md 15), got {c.task!r}, {c.head!r}, {c.attention!r}, d={c.d}"
         )
+    if c.generator == "weakly_relevant" and not (
+        c.task == "train" and c.head == "linear" and c.attention == "cross" and c.d >= 2
+        and c.T >= 3
+    ):  # fmt: skip
+        return (
+            "generator 'weakly_relevant' needs task 'train', head 'linear', attention 'cross', "
+            f"d >= 2 and T >= 3 (docs/science.md 15), got {c.task!r}, {c.head!r}, "
+            f"{c.attention!r}, d={c.d}, T={c.T}"
+        )
+    return None
+
+
+def init_rule(c: Any) -> str | None:
+    if c.init == "kaiming_q0" and not (c.param == "KQ" and c.heads == 1):
+        return (
+            "init 'kaiming_q0' needs param 'KQ' and one head (docs/science.md 15), got "
+            f"param {c.param!r}, heads {c.heads}"
+        )
     return None
 
 
@@ -147,8 +165,9 @@ def optimizer_rule(c: Any) -> str | None:
     return None
 
 
-#: the generators whose test sample is drawn like the training one (docs/science.md 15)
-TEST_GENERATORS = ("gaussian", "signal_noise")
+#: the generators with a held-out sample from their distribution (docs/science.md 15;
+#: weakly_relevant's with clean labels, as in Sakamoto & Sato's code)
+TEST_GENERATORS = ("gaussian", "signal_noise", "weakly_relevant")
 
 
 def n_test_rule(c: Any) -> str | None:
@@ -161,9 +180,9 @@ def n_test_rule(c: Any) -> str | None:
     )
     if not fits:
         return (
-            "n_test > 0 needs generator gaussian or signal_noise, task 'train', train: true, "
-            "one fixed linear head (heads 1, train_head false) and attention 'cross' or 'self' "
-            "(docs/science.md 15)"
+            "n_test > 0 needs generator gaussian, signal_noise or weakly_relevant, task 'train', "
+            "train: true, one fixed linear head (heads 1, train_head false) and attention "
+            "'cross' or 'self' (docs/science.md 15)"
         )
     return None
 

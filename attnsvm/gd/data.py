@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from attnsvm.config.cell import Cell
-from attnsvm.gd import signal_noise
+from attnsvm.gd import signal_noise, weakly_relevant
 from attnsvm.gd.real_tokens import real_dataset
 from attnsvm.images import REAL_GENERATORS
 
@@ -78,6 +78,11 @@ def make_dataset(cell: Cell) -> Dataset:
     if cell.generator == "signal_noise":
         X, Y, Z, v, flipped = signal_noise.draw(n, T, d, cell.snr, cell.label_flip, rng)
         return Dataset(X=X, Y=Y, Z=Z, v=v, flipped=flipped)
+    if cell.generator == "weakly_relevant":
+        X, Y, Z, v, flipped = weakly_relevant.draw(
+            n, T, d, cell.signal_norm, cell.rho, cell.label_flip, rng
+        )
+        return Dataset(X=X, Y=Y, Z=Z, v=v, flipped=flipped)
     if cell.generator == "toy2d":
         X, Y, Z, v = _toy2d()
     elif cell.generator in REAL_GENERATORS:
@@ -111,13 +116,18 @@ def make_test_dataset(cell: Cell, train: Dataset) -> Dataset:
     the head v (gaussian: drawn with the training data), the signals and the query
     (signal_noise). gaussian: unit tokens and queries, labels +-1 at random; self attention:
     the query is the first token. signal_noise: labels flipped at the same rate.
+    weakly_relevant: clean labels, as Sakamoto & Sato's code draws its test sample (but from
+    the test stream, not from the training seed).
     """
-    if cell.generator not in ("gaussian", "signal_noise"):
+    if cell.generator not in ("gaussian", "signal_noise", "weakly_relevant"):
         raise ValueError(f"no test sample for generator {cell.generator!r} (docs/science.md 15)")
     rng = seeded_rng(cell.seed, _TEST_STREAM)
     m, T, d = cell.n_test, cell.T, cell.d
     if cell.generator == "signal_noise":
         X, Y, Z, v, flipped = signal_noise.draw(m, T, d, cell.snr, cell.label_flip, rng)
+        return Dataset(X=X, Y=Y, Z=Z, v=train.v.copy(), flipped=flipped)
+    if cell.generator == "weakly_relevant":
+        X, Y, Z, _, flipped = weakly_relevant.draw(m, T, d, cell.signal_norm, cell.rho, 0.0, rng)
         return Dataset(X=X, Y=Y, Z=Z, v=train.v.copy(), flipped=flipped)
     Y = np.where(rng.standard_normal(m) > 0, 1.0, -1.0)
     X = unit_rows(rng.standard_normal((m, T, d)))
@@ -149,7 +159,10 @@ def make_init(cell: Cell) -> dict[str, np.ndarray]:
     """Seeded initialization (docs/science.md §3).
 
     Returns ``{"W": (d, d)}`` for ``param="W"`` or ``{"K": (d, m), "Q": (d, m)}`` for KQ.
-    uniform: entries ``U(-1/sqrt(d), 1/sqrt(d))``; zero: W = 0, or Q = 0 and K = 0.1 N(0, 1).
+    uniform: entries ``U(-1/sqrt(d), 1/sqrt(d))``; zero: W = 0, or Q = 0 and K = 0.1 N(0, 1);
+    kaiming_q0 (KQ, §15): K of entries ``U(-1/sqrt(d), 1/sqrt(d))`` (PyTorch's
+    ``kaiming_uniform_(W, a=sqrt(5))`` of a d x d matrix: gain ``sqrt(2 / (1 + 5))`` times
+    ``sqrt(3 / fan_in)``, fan_in = d) and Q = 0: Sakamoto & Sato's W and p = 0.
     """
     rng = seeded_rng(cell.seed, _INIT_STREAM)
     d, m = cell.d, cell.inner_dim
@@ -159,6 +172,8 @@ def make_init(cell: Cell) -> dict[str, np.ndarray]:
         return {"W": W}
     if cell.init == "zero":
         return {"K": 0.1 * rng.standard_normal((d, m)), "Q": np.zeros((d, m))}
+    if cell.init == "kaiming_q0":
+        return {"K": rng.uniform(-b, b, (d, m)), "Q": np.zeros((d, m))}
     return {"K": rng.uniform(-b, b, (d, m)), "Q": rng.uniform(-b, b, (d, m))}
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from attnsvm.gd import weakly_relevant
 from attnsvm.gd.data import Dataset
 
 #: the per-cell scalars of a cell with a test sample (docs/store.md, docs/science.md §15)
@@ -131,34 +132,44 @@ def bayes_error(snr: float, d: int, label_flip: float) -> float:
     return label_flip + (1.0 - 2.0 * label_flip) * q
 
 
-def bayes_predictions(ds: Dataset, signal: bool) -> np.ndarray:
+def bayes_predictions(ds: Dataset, generator: str, rho: float = 0.0) -> np.ndarray:
     """The Bayes-optimal classifier's labels (n,): ``sign(v^T x_i0)`` of the signal token for
-    the signal-noise model (``v`` is parallel to ``mu_+ - mu_-``; flip rates are below 1/2),
-    and +1 where the labels are independent of the tokens (the gaussian generator: every
-    classifier is Bayes-optimal there, with error 1/2)."""
-    if not signal:
-        return np.ones(ds.n)
-    return np.where(ds.X[:, 0, :] @ ds.v >= 0, 1.0, -1.0)
+    the signal-noise model (``v`` is parallel to ``mu_+ - mu_-``; flip rates are below 1/2);
+    for Sakamoto & Sato's model (weakly_relevant) the sign of ``<x_1 + rho x_2 - rho x_3,
+    e_1 - e_2>`` (docs/science.md §15, eq. (15.8)); and +1 where the labels are independent
+    of the tokens (the gaussian generator: every classifier is Bayes-optimal there, with error
+    1/2)."""
+    if generator == "signal_noise":
+        return np.where(ds.X[:, 0, :] @ ds.v >= 0, 1.0, -1.0)
+    if generator == "weakly_relevant":
+        return np.where(weakly_relevant.bayes_statistic(ds.X, rho) >= 0, 1.0, -1.0)
+    return np.ones(ds.n)
 
 
 def baselines(
-    generator: str, snr: float, label_flip: float, train: Dataset, test: Dataset,
-    interpolator: np.ndarray | None,
+    cell: Any, train: Dataset, test: Dataset, interpolator: np.ndarray | None,
 ) -> dict[str, float]:  # fmt: skip
     """:data:`BASELINE_SCALARS` of one cell (docs/science.md §15): the Bayes error of its token
-    model, the Bayes-optimal classifier's test error and share of the flipped training labels
-    it fits (it fits one only where it misses the clean label), and the share of training
-    labels the max-margin interpolator does not fit (0: it interpolates; NaN unsolved)."""
-    signal = generator == "signal_noise"
-    bayes = bayes_error(snr, train.d, label_flip) if signal else 0.5
-    f_train = bayes_predictions(train, signal)
+    model (eq. (15.3); weakly_relevant, whose test labels are clean: eq. (15.8)), the
+    Bayes-optimal classifier's test error and share of the flipped training labels it fits (it
+    fits one only where it misses the clean label), and the share of training labels the
+    max-margin interpolator does not fit (0: it interpolates; NaN unsolved)."""
+    generator = cell.generator
+    if generator == "signal_noise":
+        bayes = bayes_error(cell.snr, train.d, cell.label_flip)
+    elif generator == "weakly_relevant":
+        bayes = weakly_relevant.bayes_error(cell.signal_norm, cell.rho)
+    else:
+        bayes = 0.5
+    rho = cell.rho if generator == "weakly_relevant" else 0.0
+    f_train = bayes_predictions(train, generator, rho)
     mm = (
         float(errors(hard_outputs(interpolator, train), train.Y))
         if interpolator is not None else np.nan
     )  # fmt: skip
     return {
         "bayes_err": bayes,
-        "test_err_bayes": float(errors(bayes_predictions(test, signal), test.Y)),
+        "test_err_bayes": float(errors(bayes_predictions(test, generator, rho), test.Y)),
         "flip_fit_bayes": float(flip_fit(f_train, train)),
         "train_err_mm": mm,
     }

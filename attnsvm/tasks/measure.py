@@ -331,8 +331,7 @@ def _generalization(res: CellResult) -> None:
                            cell.settings("train"))  # fmt: skip
     res.scalars.update(sc)
     res.curves.update(curves)
-    res.scalars.update(G.baselines(cell.generator, cell.snr, cell.label_flip, res.data,
-                                   res.test_data, mm))  # fmt: skip
+    res.scalars.update(G.baselines(cell, res.data, res.test_data, mm))
     res.timings["test"] = time.perf_counter() - t0
 
 

@@ -1,0 +1,109 @@
+"""Sakamoto & Sato's phase diagram, scaled (docs/science.md §15, "Sakamoto & Sato's own
+setting"; arXiv 2409.17625, their code github.com/keitaroskmt/benign-attention).
+
+Grid axes ``d`` and ``signal_norm`` of the generator weakly_relevant (other axes pooled).
+(a) the final training loss and (b) the final test loss (clean test labels), mean over seeds
+per grid point, as heat maps over the dimension d (rows) and the signal norm ||mu||
+(columns); each cell is annotated with its mean and its SNR ``||mu|| / sqrt(d)``. Their
+diagram is the same two heat maps over d in 250..5000 and ||mu|| in 5..100.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from attnsvm.report import captions, style
+from attnsvm.report import sweepdata as sd
+from attnsvm.report.figures import Figure
+
+VARIABLES = ("loss", "test_loss")
+PANELS = (("loss", "a", "final training loss"), ("test_loss", "b", "final test loss"))
+
+
+def mean_grid(sweep: xr.Dataset, name: str) -> xr.DataArray:
+    """Mean over the ok cells of ``name`` per (d, signal_norm), every other axis pooled."""
+    values = sd.ok_values(sweep, name)
+    over = [dim for dim in values.dims if dim not in ("d", "signal_norm")]
+    mean = values.mean(dim=over, skipna=True) if over else values
+    keep = [dim for dim in ("d", "signal_norm") if dim in mean.dims]
+    return mean.transpose(*keep)
+
+
+def _axis_values(sweep: xr.Dataset, axis: str) -> np.ndarray:
+    """The grid values of ``axis``, or its one fixed value."""
+    return np.asarray([float(v) for v in sd.grid_values(sweep, axis)], float)
+
+
+def plot(sweep: xr.Dataset, summary: xr.Dataset):
+    """Means over seeds (pooled over any other axis) of the sweep's ok cells."""
+    ds = _axis_values(sweep, "d")
+    norms = _axis_values(sweep, "signal_norm")
+    fig, axes = style.new_figure(1, 2, height=2.8)
+    for ax, (name, letter, title) in zip(axes, PANELS, strict=True):
+        grid = np.asarray(mean_grid(sweep, name).values, float).reshape(len(ds), len(norms))
+        finite = grid[np.isfinite(grid)]
+        vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        vmax = vmax if vmax > vmin else vmin + 1e-9
+        im = ax.imshow(
+            grid, origin="lower", aspect="auto", cmap=style.SEQUENTIAL, vmin=vmin, vmax=vmax
+        )
+        for (i, j), v in np.ndenumerate(grid):
+            if np.isfinite(v):
+                snr = norms[j] / np.sqrt(ds[i])
+                dark = v < vmin + 0.6 * (vmax - vmin)
+                ax.text(j, i, f"{v:.2f}\n({snr:.2g})", ha="center", va="center", fontsize=4.5,
+                        color="white" if dark else "black")  # fmt: skip
+        ax.set_xticks(range(len(norms)), [f"{s:g}" for s in norms])
+        ax.set_yticks(range(len(ds)), [f"{y:g}" for y in ds])
+        ax.set_xlabel(r"signal norm $\|\mu\|$")
+        ax.set_ylabel("d")
+        style.panel_label(ax, letter, title)
+        fig.colorbar(im, ax=ax, label=title)
+    notes = style.notes_text(
+        None,
+        [
+            "cells: mean over seeds at the last step, with the SNR ||mu||/sqrt(d) in brackets",
+            "training loss on the stored (noisy) labels, test loss on clean labels; d scaled "
+            "down from their 250..5000 (docs/science.md §15)",
+        ],
+    )
+    style.add_notes(fig, notes)
+    return fig
+
+
+def numbers(summary: xr.Dataset) -> list[str]:
+    """The mean final training and test losses, test error and flipped labels fit at every
+    grid point."""
+    over = [a for a in ("d", "signal_norm") if a in summary.dims]
+    return [
+        "mean final training loss: " + captions.per_point(summary, "loss_mean", over),
+        "mean final test loss: " + captions.per_point(summary, "test_loss_mean", over),
+        "mean final test error: " + captions.per_point(summary, "test_err_mean", over),
+        "mean share of flipped training labels fit: "
+        + captions.per_point(summary, "flip_fit_mean", over),
+    ]
+
+
+FIGURE = Figure(
+    name="sakamoto_sato",
+    label="Sakamoto & Sato's phase diagram",
+    what=(
+        "Beyond the paper, Sakamoto & Sato's phase diagram in their own setting (arXiv "
+        "2409.17625; their model, data and plain GD on W and p, d scaled down): the final "
+        "training and test losses over the dimension d and the signal norm ||mu||."
+    ),
+    look=(
+        "Their diagram: at a high SNR ||mu||/sqrt(d) the noisy labels are not fit (training "
+        "loss stays high) and the test loss is low; at a low SNR the noisy labels are fit "
+        "(training loss low), with a low test loss (benign) down to a point and a high one "
+        "below it (harmful), docs/science.md §15."
+    ),
+    plot=plot,
+    numbers=numbers,
+    variables=("loss", "test_loss", "test_err", "flip_fit"),
+)
+
+
+#: the tasks whose cells this figure draws (checked against each experiment at config time)
+TASKS = ("train",)
