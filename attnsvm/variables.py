@@ -322,13 +322,15 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
         "Bayes error",
         "1",
         "the token model's Bayes error, p + (1 - 2p) Phi(-snr sqrt(d/2)) for signal_noise "
-        "(label_flip p), 1/2 where labels are independent of the tokens (section 15)",
+        "(label_flip p), Phi(-||mu|| sqrt((1 + 2 rho^2) / 2)) for weakly_relevant (clean test "
+        "labels), 1/2 where labels are independent of the tokens (section 15)",
     ),
     "test_err_bayes": (
         "test error of the Bayes classifier",
         "1",
         "test error of the Bayes-optimal classifier, sign(v^T x_0) of the signal token "
-        "(signal_noise; +1 where labels are independent of the tokens), on the test sample",
+        "(signal_noise), sign of <x_1 + rho x_2 - rho x_3, e_1 - e_2> (weakly_relevant), +1 "
+        "where labels are independent of the tokens, on the test sample",
     ),
     "flip_fit_bayes": (
         "flipped labels the Bayes classifier fits",
@@ -351,6 +353,18 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
         "test error at the fit",
         "1",
         "test error at fit_iteration; test_err_at_fit - test_err > 0: delayed generalization",
+    ),
+    "overfit_iteration": (
+        "iteration of the overfitting",
+        None,
+        "first checkpoint iteration with training error 0, every flipped label fit; the last "
+        "checkpoint where none (weakly_relevant, section 15)",
+    ),
+    "test_err_at_overfit": (
+        "test error at the overfitting",
+        "1",
+        "test error at overfit_iteration; test_err_at_overfit - test_err > 0: generalization "
+        "acquired after the overfitting (weakly_relevant, section 15)",
     ),
     "curve_radius": ("radius R", None, "radius of the regularization path at this checkpoint"),
     "curve_gd_margin": (

@@ -386,6 +386,8 @@ PROBES = [
     {"attention": "causal"},
     {"attention": "self", "optimizer": "polyak"},
     {"generator": "signal_noise", "label_flip": 0.3, "n_test": 10},
+    {"generator": "weakly_relevant", "label_flip": 0.3, "n_test": 10, "param": "KQ",
+     "init": "kaiming_q0", "optimizer": "plain", "ridge": 0.0},
     {"n_test": 10, "attention": "self", "param": "KQ"},
     {"weight_decay": 0.1, "optimizer": "plain"},
     {"weight_decay": 0.1, "param": "KQ", "m": 2},

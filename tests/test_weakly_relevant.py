@@ -174,6 +174,27 @@ def test_stored_baselines_of_a_cell():
     test = make_test_dataset(cell, make_dataset(cell))
     stat = WR.bayes_statistic(test.X, 0.25)
     assert sc["test_err_bayes"] == np.mean(np.where(stat >= 0, 1.0, -1.0) != test.Y)
+    # the overfitting point: the first checkpoint with training error 0, else the last one
+    tr, te = res.curves["train_err"], res.curves["test_err"]
+    zero = [k for k in range(len(tr)) if tr[k] == 0]
+    k = zero[0] if zero else len(tr) - 1
+    assert sc["overfit_iteration"] == res.iterations[k]
+    assert sc["test_err_at_overfit"] == te[k]
+
+
+def test_first_overfit_is_the_first_zero_training_error_else_the_last_checkpoint():
+    assert G.first_overfit(np.array([0.2, 0.1, 0.0, 0.05, 0.0])) == 2
+    assert G.first_overfit(np.array([0.2, 0.1, 0.1])) == 2
+    assert G.first_overfit(np.array([0.0, 0.1])) == 0
+
+
+def test_overfit_scalars_only_for_weakly_relevant():
+    from attnsvm.tasks import task_for
+
+    wr = _cell(param="KQ", init="kaiming_q0", n_test=10)
+    sn = Cell(generator="signal_noise", n=6, T=4, d=10, label_flip=0.2, n_test=10)
+    assert set(G.OVERFIT_SCALARS) <= set(task_for(wr).scalars(wr))
+    assert not set(G.OVERFIT_SCALARS) & set(task_for(sn).scalars(sn))
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,10 @@ SCALARS = (
     "flip_fit", "test_err_svm", "test_err_mm", "test_excess_mm", "gd_mm_gap",
     "fit_iteration", "test_err_at_fit",
 )  # fmt: skip
+#: the per-cell scalars of Sakamoto & Sato's setting only (generator weakly_relevant,
+#: docs/science.md §15, "Sakamoto & Sato's own setting"): the overfitting point and the test
+#: error there
+OVERFIT_SCALARS = ("overfit_iteration", "test_err_at_overfit")
 #: the per-checkpoint curves (stored as ``curve_<name>``)
 CURVES = ("test_loss", "test_err", "train_err", "flip_fit")
 
@@ -65,6 +69,14 @@ def first_fit(train_err: np.ndarray) -> int:
     return int(np.flatnonzero(train_err <= train_err.min())[0])
 
 
+def first_overfit(train_err: np.ndarray) -> int:
+    """Index of the first checkpoint at which every training label is fit (training error 0,
+    the flipped ones included: overfitting), the last checkpoint where none is
+    (docs/science.md §15, "Sakamoto & Sato's own setting")."""
+    hits = np.flatnonzero(train_err == 0)
+    return int(hits[0]) if hits.size else len(train_err) - 1
+
+
 def _share(flipped: np.ndarray | None) -> float:
     return 0.0 if flipped is None else float(np.mean(flipped))
 
@@ -77,6 +89,7 @@ def measure(
     interpolator: np.ndarray | None,
     iterations: np.ndarray | None = None,
     settings: Any = None,
+    overfit: bool = False,
 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """Scalars and curves of docs/science.md §15 for the trajectory ``W`` (C, d, d), from the
     cell's model (``settings``: its training settings) at every W.
@@ -84,7 +97,8 @@ def measure(
     ``svm``: the Frobenius Att-SVM of GD's selection, ``interpolator``: that of the optimal
     tokens of the stored labels (None where unsolved: their errors are NaN). Test errors count
     the test sample's own flipped labels, so a perfect selector of the signal token errs on
-    exactly ``test_flip_share``; ``test_excess`` is the excess over it.
+    exactly ``test_flip_share``; ``test_excess`` is the excess over it. ``overfit``: also
+    :data:`OVERFIT_SCALARS` (weakly_relevant cells).
     """
     from attnsvm.gd.model import evaluate  # torch: only where a cell has a test sample
 
@@ -110,6 +124,10 @@ def measure(
     k = first_fit(curves["train_err"])
     sc["fit_iteration"] = float(its[k])
     sc["test_err_at_fit"] = float(curves["test_err"][k])
+    if overfit:
+        k = first_overfit(curves["train_err"])
+        sc["overfit_iteration"] = float(its[k])
+        sc["test_err_at_overfit"] = float(curves["test_err"][k])
     return sc, curves
 
 

@@ -91,6 +91,8 @@ def stored_scalars(cell: Cell) -> tuple[str, ...]:
         out += WD.SCALARS
     if cell.n_test > 0:
         out += (*G.SCALARS, *G.BASELINE_SCALARS)
+        if cell.generator == "weakly_relevant":
+            out += G.OVERFIT_SCALARS
     if cell.norm_svms:
         out += [f"{p}_{k}_alpha" for k in N.NORMS for p in _SVM_SCALARS]
         out += [f"corr_{k}_alpha" for k in N.NORMS if k not in N.WIDE_FACE]
@@ -328,7 +330,7 @@ def _generalization(res: CellResult) -> None:
     t0 = time.perf_counter()
     cell, fro, mm = res.cell, _solution(res.svms["fro_alpha"]), _solution(res.svms["fro_opt"])
     sc, curves = G.measure(res.W, res.data, res.test_data, fro, mm, res.iterations,
-                           cell.settings("train"))  # fmt: skip
+                           cell.settings("train"), cell.generator == "weakly_relevant")  # fmt: skip
     res.scalars.update(sc)
     res.curves.update(curves)
     res.scalars.update(G.baselines(cell, res.data, res.test_data, mm))
