@@ -269,3 +269,79 @@ def test_phase_diagram_figure_draws_the_grid_means(tmp_path):
                 values = sweep[name].sel(d=d, signal_norm=norm).values
                 assert shown[i, j] == pytest.approx(np.mean(values), rel=1e-12)
     plt.close(plotted)
+
+
+LOW, THEIRS, HIGH = 0.7905694150420949, 6.324555320336759, 50.59644256269407
+
+
+def _b17_claims() -> dict:
+    import yaml
+    from pydantic import TypeAdapter
+
+    from attnsvm.config.claims import Claim
+
+    raw = yaml.safe_load(open("config/beyond.yaml"))["experiments"]["b17_sakamoto_sato_snr"]
+    return {c.name: c for c in TypeAdapter(list[Claim]).validate_python(raw["claims"])}
+
+
+def _b17_sweep(means: dict, seeds: int = 8):
+    """Per-seed values along signal_norm: ``flip_fit`` in {0, .25, .5, .75, 1} (4 flipped
+    labels) near ``means["flip_fit"][norm]``, ``test_err_at_overfit`` / ``test_err`` /
+    ``loss`` / ``test_loss`` ~ N(mean, 0.004): a known truth."""
+    import xarray as xr
+
+    rng = np.random.default_rng(2)
+    norms = [LOW, THEIRS, HIGH]
+    cols = {}
+    for name, mean in means.items():
+        if name == "flip_fit":
+            cols[name] = np.stack([np.clip(np.round(4 * rng.normal(mean[s], 0.05, seeds)) / 4,
+                                           0, 1) for s in norms])  # fmt: skip
+        else:
+            cols[name] = np.stack([rng.normal(mean[s], 0.004, seeds) for s in norms])
+    dims = ("signal_norm", "seed")
+    return xr.Dataset(
+        {"status": (dims, np.zeros((3, seeds), np.int8)),
+         **{k: (dims, v) for k, v in cols.items()}},
+        coords={"signal_norm": norms, "seed": np.arange(seeds)},
+        attrs={"axes": ["signal_norm"]},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("means", "verdicts"),
+    [
+        # Sakamoto & Sato's picture: noise memorized at low SNR and at theirs, where the test
+        # error then falls by 0.1; nothing fit at high SNR; test loss falls, training loss rises
+        ({"flip_fit": {LOW: 1.0, THEIRS: 1.0, HIGH: 0.0},
+          "test_err_at_overfit": {LOW: 0.45, THEIRS: 0.15, HIGH: 0.0},
+          "test_err": {LOW: 0.45, THEIRS: 0.05, HIGH: 0.0},
+          "test_loss": {LOW: 0.7, THEIRS: 0.5, HIGH: 0.4},
+          "loss": {LOW: 0.2, THEIRS: 0.3, HIGH: 0.55}},
+         {"memorizes_at_low_snr": "PASS", "no_overfitting_at_high_snr": "PASS",
+          "memorizes_at_their_snr": "PASS", "delayed_generalization_at_their_snr": "PASS",
+          "test_loss_falls_with_snr": "PASS", "training_loss_rises_with_snr": "PASS"}),
+        # the opposite: memorized only at high SNR, test error rising after the overfitting,
+        # test loss rising and training loss falling with the SNR
+        ({"flip_fit": {LOW: 0.0, THEIRS: 0.0, HIGH: 1.0},
+          "test_err_at_overfit": {LOW: 0.3, THEIRS: 0.05, HIGH: 0.0},
+          "test_err": {LOW: 0.4, THEIRS: 0.1, HIGH: 0.05},
+          "test_loss": {LOW: 0.4, THEIRS: 0.5, HIGH: 0.7},
+          "loss": {LOW: 0.55, THEIRS: 0.3, HIGH: 0.2}},
+         {"memorizes_at_low_snr": "FAIL", "no_overfitting_at_high_snr": "FAIL",
+          "memorizes_at_their_snr": "FAIL", "delayed_generalization_at_their_snr": "FAIL",
+          "test_loss_falls_with_snr": "FAIL", "training_loss_rises_with_snr": "FAIL"}),
+    ],
+)  # fmt: skip
+def test_the_claims_of_b17_give_the_known_verdicts(means, verdicts):
+    """b17_sakamoto_sato_snr's claims on known truths; where a claim PASSes its baseline does
+    not."""
+    from attnsvm.claims.evaluate import evaluate_claim
+
+    sweep, cl = _b17_sweep(means), _b17_claims()
+    assert set(cl) == set(verdicts)
+    for name, want in verdicts.items():
+        entry = evaluate_claim(sweep, cl[name], "b17_sakamoto_sato_snr")
+        assert entry["verdict"] == want, (name, entry)
+        if want == "PASS":
+            assert not entry["control"]["passes"], name
