@@ -5,7 +5,9 @@ Grid axes ``d`` and ``signal_norm`` of the generator weakly_relevant (other axes
 (a) the final training loss and (b) the final test loss (clean test labels), mean over seeds
 per grid point, as heat maps over the dimension d (rows) and the signal norm ||mu||
 (columns); each cell is annotated with its mean and its SNR ``||mu|| / sqrt(d)``. Their
-diagram is the same two heat maps over d in 250..5000 and ||mu|| in 5..100.
+diagram is the same two heat maps over d in 250..5000 and ||mu|| in 5..100. (c) the test
+error, training error and flipped labels fit over the iterations at the largest d, for the
+lowest, middle and highest ||mu|| (memorization, and generalization before or after it).
 """
 
 from __future__ import annotations
@@ -19,6 +21,14 @@ from attnsvm.report.figures import Figure
 
 VARIABLES = ("loss", "test_loss")
 PANELS = (("loss", "a", "final training loss"), ("test_loss", "b", "final test loss"))
+#: the curves of panel (c): name -> (label, colour)
+CURVES = {
+    "curve_test_err": ("test error", style.PALETTE[0]),
+    "curve_train_err": ("training error", style.PALETTE[1]),
+    "curve_flip_fit": ("flipped labels fit", style.PALETTE[2]),
+}
+#: line styles of panel (c)'s signal norms, lowest first
+NORM_STYLES = ("-", "--", ":")
 
 
 def mean_grid(sweep: xr.Dataset, name: str) -> xr.DataArray:
@@ -35,12 +45,36 @@ def _axis_values(sweep: xr.Dataset, axis: str) -> np.ndarray:
     return np.asarray([float(v) for v in sd.grid_values(sweep, axis)], float)
 
 
+def curve_norms(norms: np.ndarray) -> list[float]:
+    """The signal norms of panel (c): the lowest, the middle one and the highest (distinct)."""
+    ordered = np.sort(norms)
+    return list(dict.fromkeys(float(v) for v in (ordered[0], ordered[len(ordered) // 2],
+                                                 ordered[-1])))  # fmt: skip
+
+
+def _over_iterations(ax, sweep: xr.Dataset, summary: xr.Dataset, d: float, norms) -> None:
+    """Medians and interquartile bands over seeds of the test error, training error and
+    flipped labels fit against the iteration, at the largest d and :func:`curve_norms`."""
+    x = sd.iterations_of(sweep)
+    for norm, ls in zip(curve_norms(norms), NORM_STYLES, strict=False):
+        for name, (label, color) in CURVES.items():
+            if f"{name}_q50" not in summary:
+                continue
+            mid, lo, hi = sd.quantile_band(summary, name, d=d, signal_norm=norm)
+            snr = norm / np.sqrt(d)
+            style.draw_band(ax, x, mid, lo, hi, color, f"{label}, SNR {snr:.2g}", ls)
+    ax.set_xscale("log")
+    ax.set_xlabel("iteration $k$")
+    ax.set_ylabel("share of examples")
+
+
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
-    """Means over seeds (pooled over any other axis) of the sweep's ok cells."""
+    """(a, b) means over seeds (pooled over any other axis) of the sweep's ok cells; (c)
+    quantiles over seeds from the summary."""
     ds = _axis_values(sweep, "d")
     norms = _axis_values(sweep, "signal_norm")
-    fig, axes = style.new_figure(1, 2, height=2.8)
-    for ax, (name, letter, title) in zip(axes, PANELS, strict=True):
+    fig, axes = style.new_figure(1, 3, width=style.WIDTH * 1.5, height=2.8)
+    for ax, (name, letter, title) in zip(axes[:2], PANELS, strict=True):
         grid = np.asarray(mean_grid(sweep, name).values, float).reshape(len(ds), len(norms))
         finite = grid[np.isfinite(grid)]
         vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
@@ -60,10 +94,14 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         ax.set_ylabel("d")
         style.panel_label(ax, letter, title)
         fig.colorbar(im, ax=ax, label=title)
+    _over_iterations(axes[2], sweep, summary, float(ds.max()), norms)
+    style.panel_label(axes[2], "c", f"over the iterations, d = {ds.max():g}")
+    style.outside_legend(fig, [axes[2]], loc="outside right upper", fontsize=6)
     notes = style.notes_text(
-        None,
+        "(c) line: median, band: interquartile range",
         [
-            "cells: mean over seeds at the last step, with the SNR ||mu||/sqrt(d) in brackets",
+            "(a, b) cells: mean over seeds at the last step, with the SNR ||mu||/sqrt(d) in "
+            "brackets; (c) the lowest, middle and highest ||mu|| (solid, dashed, dotted)",
             "training loss on the stored (noisy) labels, test loss on clean labels; d scaled "
             "down from their 250..5000 (docs/science.md §15)",
         ],
@@ -97,11 +135,12 @@ FIGURE = Figure(
         "Their diagram: at a high SNR ||mu||/sqrt(d) the noisy labels are not fit (training "
         "loss stays high) and the test loss is low; at a low SNR the noisy labels are fit "
         "(training loss low), with a low test loss (benign) down to a point and a high one "
-        "below it (harmful), docs/science.md §15."
+        "below it (harmful); in (c) their delayed generalization is the test error falling "
+        "after the flipped labels are fit, docs/science.md §15."
     ),
     plot=plot,
     numbers=numbers,
-    variables=("loss", "test_loss", "test_err", "flip_fit"),
+    variables=("loss", "test_loss", "test_err", "flip_fit", *CURVES),
 )
 
 
