@@ -1,6 +1,6 @@
 """Sakamoto & Sato's own setting (docs/science.md §15, "Sakamoto & Sato's own setting"):
 the generator weakly_relevant regenerated from the docs' text, their model and update
-reimplemented independently and compared with attnsvm's KQ training, the Bayes error (15.8)
+reimplemented independently and compared with attnsvm's KQ training, the Bayes error (15.9)
 against Monte Carlo, the rules, and signal_noise's data unchanged."""
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def _their_run(ds, W0: np.ndarray, lr: float, steps: int) -> tuple[list, list, l
 def test_kq_training_is_their_gd_on_w_and_p(signal_norm):
     """GD on (K, Q) from (Kaiming-uniform, 0) with every query e_1 is their SGD on (W, p):
     the stored W(k) = K Q^T is their W p in column 1 and 0 elsewhere, at every checkpoint, and
-    the losses and softmax agree to rounding (docs/science.md §15, eq. (15.9))."""
+    the losses and softmax agree to rounding (docs/science.md §15, eq. (15.8))."""
     lr, steps = 0.3, 12
     cell = _cell(param="KQ", init="kaiming_q0", optimizer="plain", lr=lr, iterations=steps,
                  checkpoint_spacing="linear", checkpoint_count=steps + 1, ridge=0.0, n_test=5,
@@ -142,7 +142,7 @@ def test_kq_training_is_their_gd_on_w_and_p(signal_norm):
 
 
 def test_bayes_error_formula_against_monte_carlo():
-    """(15.8): the statistic's sign errs with Phi(-||mu|| sqrt((1 + 2 rho^2) / 2)) on clean
+    """(15.9): the statistic's sign errs with Phi(-||mu|| sqrt((1 + 2 rho^2) / 2)) on clean
     labels, within 5 standard errors; an estimate of the best linear rule of
     the three tokens (fit on a separate sample) does not beat it."""
     norm, rho, m = 1.2, 0.4, 100_000

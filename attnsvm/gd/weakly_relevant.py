@@ -87,14 +87,14 @@ def draw(
 
 def bayes_statistic(X: np.ndarray, rho: float) -> np.ndarray:
     """``<x_1 + rho x_2 - rho x_3, e_1 - e_2>`` (n,): the log-likelihood ratio of ``y = +1``
-    against ``y = -1`` up to the positive factor ``||mu||`` (docs/science.md §15, eq. (15.8));
+    against ``y = -1`` up to the positive factor ``||mu||`` (docs/science.md §15, eq. (15.9));
     its sign is the Bayes-optimal label for equal class priors."""
     r = X[:, RELEVANT, :] + rho * (X[:, WEAK_SAME, :] - X[:, WEAK_OPPOSITE, :])
     return r[:, 0] - r[:, 1]
 
 
 def bayes_error(signal_norm: float, rho: float) -> float:
-    """The Bayes error on clean labels with equal priors (docs/science.md §15, eq. (15.8)):
+    """The Bayes error on clean labels with equal priors (docs/science.md §15, eq. (15.9)):
     ``Phi(-||mu|| sqrt((1 + 2 rho^2) / 2))``. Given y the statistic of
     :func:`bayes_statistic` is ``N(y (1 + 2 rho^2) ||mu||, 2 (1 + 2 rho^2))``."""
     from scipy.stats import norm  # this function only

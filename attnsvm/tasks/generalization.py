@@ -154,7 +154,7 @@ def bayes_predictions(ds: Dataset, generator: str, rho: float = 0.0) -> np.ndarr
     """The Bayes-optimal classifier's labels (n,): ``sign(v^T x_i0)`` of the signal token for
     the signal-noise model (``v`` is parallel to ``mu_+ - mu_-``; flip rates are below 1/2);
     for Sakamoto & Sato's model (weakly_relevant) the sign of ``<x_1 + rho x_2 - rho x_3,
-    e_1 - e_2>`` (docs/science.md §15, eq. (15.8)); and +1 where the labels are independent
+    e_1 - e_2>`` (docs/science.md §15, eq. (15.9)); and +1 where the labels are independent
     of the tokens (the gaussian generator: every classifier is Bayes-optimal there, with error
     1/2)."""
     if generator == "signal_noise":
@@ -168,7 +168,7 @@ def baselines(
     cell: Any, train: Dataset, test: Dataset, interpolator: np.ndarray | None,
 ) -> dict[str, float]:  # fmt: skip
     """:data:`BASELINE_SCALARS` of one cell (docs/science.md §15): the Bayes error of its token
-    model (eq. (15.3); weakly_relevant, whose test labels are clean: eq. (15.8)), the
+    model (eq. (15.3); weakly_relevant, whose test labels are clean: eq. (15.9)), the
     Bayes-optimal classifier's test error and share of the flipped training labels it fits (it
     fits one only where it misses the clean label), and the share of training labels the
     max-margin interpolator does not fit (0: it interpolates; NaN unsolved)."""
