@@ -274,13 +274,13 @@ def test_phase_diagram_figure_draws_the_grid_means(tmp_path):
 LOW, THEIRS, HIGH = 0.7905694150420949, 6.324555320336759, 50.59644256269407
 
 
-def _b17_claims() -> dict:
+def _b17_claims(experiment: str = "b17_sakamoto_sato_snr") -> dict:
     import yaml
     from pydantic import TypeAdapter
 
     from attnsvm.config.claims import Claim
 
-    raw = yaml.safe_load(open("config/beyond.yaml"))["experiments"]["b17_sakamoto_sato_snr"]
+    raw = yaml.safe_load(open("config/beyond.yaml"))["experiments"][experiment]
     return {c.name: c for c in TypeAdapter(list[Claim]).validate_python(raw["claims"])}
 
 
@@ -334,14 +334,17 @@ def _b17_sweep(means: dict, seeds: int = 8):
     ],
 )  # fmt: skip
 def test_the_claims_of_b17_give_the_known_verdicts(means, verdicts):
-    """b17_sakamoto_sato_snr's claims on known truths; where a claim PASSes its baseline does
-    not."""
+    """The claims of b17_sakamoto_sato_snr and b17_sakamoto_sato_step (the same statements
+    at their own step, on the grid points they share) on known truths; where a claim PASSes
+    its baseline does not."""
     from attnsvm.claims.evaluate import evaluate_claim
 
-    sweep, cl = _b17_sweep(means), _b17_claims()
-    assert set(cl) == set(verdicts)
-    for name, want in verdicts.items():
-        entry = evaluate_claim(sweep, cl[name], "b17_sakamoto_sato_snr")
-        assert entry["verdict"] == want, (name, entry)
-        if want == "PASS":
-            assert not entry["control"]["passes"], name
+    sweep = _b17_sweep(means)
+    snr, step = _b17_claims(), _b17_claims("b17_sakamoto_sato_step")
+    assert set(snr) == set(verdicts) and set(step) < set(verdicts)
+    for experiment, cl in (("b17_sakamoto_sato_snr", snr), ("b17_sakamoto_sato_step", step)):
+        for name, claim in cl.items():
+            entry = evaluate_claim(sweep, claim, experiment)
+            assert entry["verdict"] == verdicts[name], (experiment, name, entry)
+            if verdicts[name] == "PASS":
+                assert not entry["control"]["passes"], (experiment, name)
