@@ -386,6 +386,7 @@ PROBES = [
     {"attention": "causal"},
     {"attention": "self", "optimizer": "polyak"},
     {"generator": "signal_noise", "label_flip": 0.3, "n_test": 10},
+    {"generator": "magen", "T": 2, "train_head": True, "label_flip": 0.3, "n_test": 10, "init": "zero"},
     {"n_test": 10, "attention": "self", "param": "KQ"},
     {"weight_decay": 0.1, "optimizer": "plain"},
     {"weight_decay": 0.1, "param": "KQ", "m": 2},

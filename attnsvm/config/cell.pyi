@@ -17,7 +17,9 @@ class Cell:
     n=2, T=3, d=2; the ntp_* generators go with task: ntp (8; synthetic ones need T <= K);
     digits / photos: patches of real images as tokens (9), d and T derived (setting them is
     an error); signal_noise: one signal token and T - 1 noise tokens, labels flipped at rate
-    label_flip (15; cross attention, linear head, d >= 2)"""
+    label_flip (15; cross attention, linear head, d >= 2); magen: Magen et al.'s two tokens,
+    the signal mu_y alone and noise orthogonal to the signals, head trained from v = 0 (15;
+    T 2, d >= 3, param W, train_head true)"""
     d: int = 10
     """token dimension (digits / photos: derived from patch and positional)"""
     T: int = 8
@@ -108,15 +110,16 @@ class Cell:
     """optimizer adam only: beta_2, the decay of the second-moment average (0 <= beta_2 < 1;
     default torch's; docs/science.md 10)"""
     snr: float = 1.0
-    """signal_noise only: signal-to-noise ratio ||mu|| / (sigma sqrt(d)) of the signal token (>
-    0; docs/science.md 15)"""
+    """signal_noise and magen only: signal-to-noise ratio ||mu|| / (sigma sqrt(d)) of the
+    signal token (> 0; docs/science.md 15)"""
     label_flip: float = 0.0
-    """signal_noise only: probability that a label (training and test) is flipped, in [0, 0.5)
-    (docs/science.md 15)"""
+    """signal_noise and magen only: probability that a label (training and test) is flipped, in
+    [0, 0.5) (docs/science.md 15)"""
     n_test: int = 0
     """held-out examples drawn from the cell's generator with seeds disjoint from the training
     ones; > 0 stores test loss and error (docs/science.md 15; generator gaussian or
-    signal_noise, task train, one fixed linear head, cross or self attention)"""
+    signal_noise, task train, one fixed linear head, cross or self attention; magen, its
+    head trained)"""
     svm_route: str = "auto"
     """the route the Frobenius and nuclear Att-SVMs (of alpha and opt, of each head, the NTP-
     SVM) try first wherever it applies, for a route ablation (auto: their route tables,

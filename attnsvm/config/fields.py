@@ -178,7 +178,7 @@ def _real(c: Any) -> bool:
 
 
 def _signal_noise(c: Any) -> bool:
-    return c.generator == "signal_noise"
+    return c.generator in ("signal_noise", "magen")
 
 
 _DIGITS = "digits only: "
@@ -191,7 +191,9 @@ FIELDS: tuple[Field, ...] = (
         "needs n=2, T=3, d=2; the ntp_* generators go with task: ntp (8; synthetic ones need "
         "T <= K); digits / photos: patches of real images as tokens (9), d and T derived "
         "(setting them is an error); signal_noise: one signal token and T - 1 noise tokens, "
-        "labels flipped at rate label_flip (15; cross attention, linear head, d >= 2)",
+        "labels flipped at rate label_flip (15; cross attention, linear head, d >= 2); magen: "
+        "Magen et al.'s two tokens, the signal mu_y alone and noise orthogonal to the signals, "
+        "head trained from v = 0 (15; T 2, d >= 3, param W, train_head true)",
         long_name="data generator",
         stages=("data",),
         choices=(
@@ -204,6 +206,7 @@ FIELDS: tuple[Field, ...] = (
             "ntp_text",
             *REAL_GENERATORS,
             "signal_noise",
+            "magen",
         ),
         described=ALWAYS,
         rule=rules.generator_rule,
@@ -663,8 +666,8 @@ FIELDS: tuple[Field, ...] = (
         name="snr",
         kind="real",
         default=1.0,
-        doc="signal_noise only: signal-to-noise ratio ||mu|| / (sigma sqrt(d)) of the signal "
-        "token (> 0; docs/science.md 15)",
+        doc="signal_noise and magen only: signal-to-noise ratio ||mu|| / (sigma sqrt(d)) of the "
+        "signal token (> 0; docs/science.md 15)",
         long_name="signal-to-noise ratio",
         stages=("data",),
         must=_POSITIVE_MUST,
@@ -677,8 +680,8 @@ FIELDS: tuple[Field, ...] = (
         name="label_flip",
         kind="real",
         default=0.0,
-        doc="signal_noise only: probability that a label (training and test) is flipped, in "
-        "[0, 0.5) (docs/science.md 15)",
+        doc="signal_noise and magen only: probability that a label (training and test) is "
+        "flipped, in [0, 0.5) (docs/science.md 15)",
         long_name="label-flip rate",
         stages=("data",),
         must="a number in [0, 0.5)",
@@ -694,7 +697,8 @@ FIELDS: tuple[Field, ...] = (
         default=0,
         doc="held-out examples drawn from the cell's generator with seeds disjoint from the "
         "training ones; > 0 stores test loss and error (docs/science.md 15; generator gaussian "
-        "or signal_noise, task train, one fixed linear head, cross or self attention)",
+        "or signal_noise, task train, one fixed linear head, cross or self attention; magen, its "
+        "head trained)",
         long_name="test examples",
         stages=("measure",),
         must="a non-negative integer",
