@@ -181,3 +181,58 @@ def test_signal_noise_data_unchanged() -> None:
 
 #: computed at main (eafcd7f), before the magen generator existed
 SIGNAL_NOISE_DIGEST = "0c215c3a0126736a2e59505cc9fadf0de7ae02756c85f2e8cd15be106b3ce1a2"
+
+
+def test_magen_cells_store_the_exact_bayes_error_and_a_trained_head() -> None:
+    """A magen cell end to end: v starts at 0 and is trained (the first GD step moves v only:
+    p's gradient vanishes at v = 0), the Bayes error is the flip rate, the Bayes classifier
+    fits no flipped label, the min-norm interpolator interpolates."""
+    from attnsvm.tasks import run_cells
+
+    (res,) = run_cells([_cell(n=16, snr=1.5, n_test=200)], device="cpu")
+    assert res.status == "ok", res.message
+    assert res.scalars["bayes_err"] == 0.2
+    assert not res.scalars["flip_fit_bayes"] > 0  # 0, or NaN where no label is flipped
+    assert res.scalars["train_err_minnorm"] == 0.0
+    assert np.any(res.head[0] != 0)  # v moved at step 1
+    assert np.all(res.W[0] == 0)  # W (p) did not: its gradient is proportional to v = 0
+
+
+def test_magen_plane_figure_draws_the_located_boundary(tmp_path) -> None:
+    import matplotlib.pyplot as plt
+
+    from attnsvm.plan import parse_experiment
+    from attnsvm.report.draw import make_figure
+    from attnsvm.report.figure_check import assert_figure_ok
+    from attnsvm.report.figures import figure_module
+    from attnsvm.report.figures.magen_plane import located
+    from attnsvm.sweep.collect import collect_sweep
+    from attnsvm.sweep.summary import summarize
+    from attnsvm.sweep.worker import write_block
+
+    fixed = {"generator": "magen", "T": 2, "d": 40, "label_flip": 0.2, "n_test": 100,
+             "param": "W", "train_head": True, "optimizer": "plain", "lr": 100.0,
+             "init": "zero", "iterations": 2, "checkpoint_count": 2}  # fmt: skip
+    raw = {"fixed": fixed, "grid": {"n": [8, 16], "snr": [0.1, 0.4, 1.6, 6.4]}, "seeds": 2,
+           "figures": ["magen_plane"]}  # fmt: skip
+    exp = parse_experiment("t_magen", raw, 64)
+    paths = {b.name: write_block(b.cells, tmp_path / f"{b.name}.zarr", experiment=exp.name,
+                                 block=b.name, device="cpu") for b in exp.blocks()}  # fmt: skip
+    sweep = collect_sweep(exp, paths)
+    summary = summarize(sweep)
+    files = (tmp_path / f"magen_plane.{x}" for x in ("pdf", "png", "caption.rst"))
+    make_figure("magen_plane", sweep, summary, *files)
+    fig = figure_module("magen_plane").plot(sweep, summary)
+    assert_figure_ok(fig, "magen_plane")
+    # panel (b): the cells are the seeds' mean of test_err_minnorm - test_err_bayes
+    diff = (sweep["test_err_minnorm"] - sweep["test_err_bayes"]).transpose("seed", "n", "snr")
+    panel_b = next(ax for ax in fig.axes if "interpolator" in ax.get_title(loc="left"))
+    np.testing.assert_allclose(panel_b.images[0].get_array(), diff.values.mean(axis=0))
+    # its dots are the located boundary of the same values
+    want = located(diff.values, np.array([8.0, 16.0]), np.array([0.1, 0.4, 1.6, 6.4]))
+    (dots,) = [c for c in panel_b.containers if c.get_label().startswith("SNR*")]
+    got = dots.lines[0].get_xdata()
+    x = np.interp(np.log(want["bounds"]), np.log([0.1, 0.4, 1.6, 6.4]), np.arange(4), np.nan,
+                  np.nan)  # fmt: skip
+    np.testing.assert_allclose(got, x)
+    plt.close(fig)

@@ -18,6 +18,8 @@ import numpy as np
 
 #: bootstrap resamples of the seeds behind a boundary's interval
 BOOTSTRAP = 2000
+#: fewest seeds for a percentile bootstrap interval (fewer: none, as for a mean, §13)
+MIN_SEEDS = 10
 
 
 def crossing(across: np.ndarray, curve: np.ndarray, level: float, decreasing: bool) -> float:
@@ -63,7 +65,7 @@ def boundary_fit(
     "bounds_hi", "slope", "slope_lo", "slope_hi", "undefined"}``. ``undefined``: the share of
     resamples in which a boundary is missing (outside the grid); the slope's interval is NaN
     when it exceeds the interval's tail ``(1 - confidence) / 2``, as it then depends on
-    where the grid ends."""
+    where the grid ends, and below :data:`MIN_SEEDS` seeds."""
     values = np.asarray(values, dtype=float)
     S = values.shape[0]
     bounds = boundaries(along, across, np.nanmean(values, axis=0), level, decreasing)
@@ -80,7 +82,7 @@ def boundary_fit(
         lo_b = np.nanquantile(np.where(np.isfinite(boot_b), boot_b, np.inf), tail, axis=0)
         hi_b = np.nanquantile(np.where(np.isfinite(boot_b), boot_b, np.inf), 1 - tail, axis=0)
     out["bounds_lo"], out["bounds_hi"] = lo_b, hi_b
-    if undefined > tail or S < 2:
+    if undefined > tail or S < MIN_SEEDS:
         out["slope_lo"] = out["slope_hi"] = math.nan
     else:  # the missing ones count on both sides: the interval can only widen
         fin = np.sort(slopes[np.isfinite(slopes)])

@@ -490,9 +490,12 @@ def _boundary(claim, samples, seed, axes, points) -> Outcome:
         iv = S.Interval(*b, claim.confidence, method, len(seeds))
         rows.append(_row("group", f"{claim.across}* at {claim.along}={a}", iv, members,
                          point={claim.along: a}))  # fmt: skip
-    why = method if math.isfinite(fit["slope_lo"]) else (
-        f"{method}; the boundary lies outside the grid in {fit['undefined']:.0%} of them"
-    )  # fmt: skip
+    if len(seeds) < B.MIN_SEEDS:
+        why = f"{method}: no interval below {B.MIN_SEEDS} seeds"
+    elif not math.isfinite(fit["slope_lo"]):
+        why = f"{method}; the boundary lies outside the grid in {fit['undefined']:.0%} of them"
+    else:
+        why = method
     iv = S.Interval(fit["slope"], fit["slope_lo"], fit["slope_hi"], claim.confidence, why,
                     len(seeds))  # fmt: skip
     label = f"slope of log {claim.across}* against log {claim.along}"
