@@ -14,6 +14,7 @@ from attnsvm.claims import boundary as B
 from attnsvm.config.cell import Cell
 from attnsvm.gd import magen
 from attnsvm.gd.data import make_dataset, make_test_dataset
+from attnsvm.svm import minnorm
 
 
 def _docs_draw(n: int, d: int, snr: float, p: float, seed: int, stream: int):
@@ -84,7 +85,7 @@ def _brute_force_min_norm(X, Y, Z):
 @pytest.mark.parametrize("snr", [0.2, 0.6, 1.5])
 def test_min_norm_interpolator_is_the_minimum_over_all_selections(snr: float) -> None:
     X, Y, Z, _, _ = magen.draw(8, 20, snr, 0.25, np.random.default_rng(int(snr * 10)))
-    best = magen.min_norm_interpolator(X, Y, Z)
+    best = minnorm.min_norm_interpolator(X, Y, Z)
     assert best is not None
     assert best["vnorm"] == pytest.approx(_brute_force_min_norm(X, Y, Z), rel=1e-6)
     assert np.all(Y * (X[np.arange(8), best["alpha"]] @ best["v"]) >= 1 - 1e-7)
@@ -97,7 +98,7 @@ def test_min_norm_selection_switches_at_the_predicted_snr() -> None:
     star = np.sqrt(2 / (n * (1 - p)))
     for snr, benign in ((star / 4, False), (star * 4, True)):
         X, Y, Z, _, _ = magen.draw(n, 400, snr, p, np.random.default_rng(7))
-        assert (magen.min_norm_interpolator(X, Y, Z)["roles"] == ("clean", "clean")) == benign
+        assert (minnorm.min_norm_interpolator(X, Y, Z)["roles"] == ("clean", "clean")) == benign
 
 
 def test_crossing_is_exact_on_a_log_linear_curve() -> None:

@@ -1,5 +1,6 @@
-"""Magen et al.'s own token model and its max-margin interpolator (docs/science.md §15,
-"Magen et al.'s own setting", eq. (15.4)-(15.7)).
+"""Magen et al.'s own token model and its Bayes classifier (docs/science.md §15, "Magen et
+al.'s own setting", eq. (15.4)-(15.6); their min-norm interpolator is
+:mod:`attnsvm.svm.minnorm`).
 
 Two tokens per example: the signal token ``mu_y`` alone (no noise on it) and a noise token
 ``xi ~ N(0, (I - e_1 e_1^T - e_2 e_2^T) / d)``, orthogonal to the signals
@@ -13,8 +14,6 @@ third-party reproduction (github.com/Albeenee/benign_overfitting_in_single_head_
 """
 
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 
@@ -67,52 +66,3 @@ def bayes_labels(X: np.ndarray) -> np.ndarray:
     (only the signal token has a component there; docs/science.md §15, eq. (15.6))."""
     s = X[..., 0].sum(-1) - X[..., 1].sum(-1)
     return np.where(s >= 0, 1.0, -1.0)
-
-
-def candidate_selections(X: np.ndarray, Y: np.ndarray) -> list[tuple[tuple[str, str], np.ndarray]]:
-    """The selections among which the min-norm interpolator's lies (docs/science.md §15, eq.
-    (15.7)): for each class c the signal ``mu_c`` serves its clean examples, its flipped ones,
-    or none; every example it does not serve attends to its noise token. Returns
-    ``((role of class +, role of class -), alpha (n,))`` for the 9 choices."""
-    cls = np.where(bayes_labels(X) > 0, 1.0, -1.0)  # the clean label: which signal it carries
-    out = []
-    for roles in itertools.product(("clean", "flipped", "none"), repeat=2):
-        alpha = np.full(len(Y), NOISE_TOKEN)
-        for c, role in zip((1.0, -1.0), roles, strict=True):
-            if role == "none":
-                continue
-            wanted = Y == c if role == "clean" else Y == -c
-            alpha[(cls == c) & wanted] = SIGNAL_TOKEN
-        out.append((roles, alpha))
-    return out
-
-
-def min_norm_interpolator(X: np.ndarray, Y: np.ndarray, Z: np.ndarray) -> dict | None:
-    """Magen et al.'s min-norm (max-margin) interpolator at infinite attention norm (docs/
-    science.md §15, eq. (15.7)): ``v_mm = argmin ||v||`` s.t. ``Y_i v^T x_{i,alpha_i} >= 1``,
-    minimized over the selections ``alpha`` that some p realizes (``x_{i,alpha_i}^T p >
-    x_{i,t}^T p``); p is the Frobenius Att-SVM of that selection (``W = p z^T``).
-
-    The minimum over all 2^n selections is one of :func:`candidate_selections`: the signals
-    and the noise are orthogonal, so ``||v||^2`` splits into a signal part (``1 / snr^2`` per
-    class signal used, each serving one sign of label) and the noise tokens' SVM, which only
-    grows with the set of examples it must fit. Returns ``{"v", "W", "alpha", "roles",
-    "vnorm"}`` or None when no candidate is realizable and separable.
-    """
-    from attnsvm.svm.constraints import att_svm_constraints
-    from attnsvm.svm.frobenius import solve_frobenius
-    from attnsvm.svm.head import head_svm
-
-    best = None
-    for roles, alpha in candidate_selections(X, Y):
-        v, res = head_svm(X, Y, alpha)
-        if v is None:
-            continue
-        norm = float(np.linalg.norm(v))
-        if best is not None and norm >= best["vnorm"]:
-            continue
-        att = solve_frobenius(att_svm_constraints(X, Z, alpha))
-        if not att.solved:
-            continue
-        best = {"v": v, "W": att.W, "alpha": alpha, "roles": roles, "vnorm": norm}
-    return best

@@ -17,6 +17,7 @@ import numpy as np
 
 from attnsvm.gd import magen
 from attnsvm.gd.data import Dataset
+from attnsvm.svm import minnorm as minnorm_svm
 
 #: the per-cell scalars of a cell with a test sample (docs/store.md, docs/science.md §15)
 SCALARS = (
@@ -186,7 +187,7 @@ def baselines(
 
 # --------------------------------------------------------------------------- Magen et al.
 #: per-cell scalars of Magen et al.'s setting (generator magen, docs/science.md §15): their
-#: min-norm interpolator of (v, p) (:func:`attnsvm.gd.magen.min_norm_interpolator`)
+#: min-norm interpolator of (v, p) (:func:`attnsvm.svm.minnorm.min_norm_interpolator`)
 MINNORM_SCALARS = ("test_err_minnorm", "train_err_minnorm", "minnorm_benign", "minnorm_vnorm")
 
 
@@ -196,7 +197,7 @@ def minnorm(train: Dataset, test: Dataset, settings: Any = None) -> dict[str, fl
     norm (p along its Att-SVM, v its min-norm head), whether its selection is the benign one
     (each signal serves its clean examples, the flipped ones attend to their noise) and
     ``||v_mm||``; NaN where no candidate selection is realizable and separable."""
-    best = magen.min_norm_interpolator(train.X, train.Y, train.Z)
+    best = minnorm_svm.min_norm_interpolator(train.X, train.Y, train.Z)
     if best is None:
         return dict.fromkeys(MINNORM_SCALARS, np.nan)
     err = {}

@@ -83,14 +83,16 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         if np.isfinite(fit["log_c"]):
             c = float(np.exp(fit["log_c"]))
             ax.plot(_index(snrs, c / np.sqrt(ns)), rows, color="k", ls="--", lw=1,
-                    label=f"{c:.2g}/sqrt(n) fitted")  # fmt: skip
+                    label="C/sqrt(n) fitted")  # fmt: skip
+            title += f" (C = {c:.2g})"
         ax.set_xticks(range(len(snrs)), [f"{s:.2g}" for s in snrs], rotation=90)
         ax.set_yticks(rows, [f"{n:g}" for n in ns])
         ax.set_xlabel("SNR")
         ax.set_ylabel("n")
         style.panel_label(ax, "abcdefgh"[k], title)
-        ax.legend(loc="upper right", fontsize=5)
         fig.colorbar(im, ax=ax, label="test error - Bayes error")
+    handles, labels = axes[-1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside upper center", ncol=len(handles))
     notes = style.notes_text(
         None,
         [
