@@ -432,7 +432,7 @@ def config() -> dict:
          "mean 'param'?"),
         ({"where": {"param": "Q"}}, "where param: 'Q' is not a value of the axis"),
         ({"op": "=>"}, "'op' must be '>=', '>', '<=', '<' or 'between', got '=>'"),
-        ({"kind": "trend"}, "unknown kind 'trend' (allowed: level, monotone, slope)"),
+        ({"kind": "trend"}, "unknown kind 'trend' (allowed: level, monotone, slope, boundary)"),
         ({"figure": "e3"}, "figure 'e3' is not drawn by the experiment"),
         ({"variable": "corr_v"}, "variable 'corr_v' is not stored by the cells"),
         ({"threshold": [0.9]}, "op '>=' needs a finite number as threshold"),
