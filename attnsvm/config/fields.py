@@ -177,7 +177,8 @@ def _real(c: Any) -> bool:
     return c.generator in REAL_GENERATORS
 
 
-def _signal_noise(c: Any) -> bool:
+def _token_model(c: Any) -> bool:
+    """The generators with a signal-to-noise ratio and flipped labels (docs/science.md 15)."""
     return c.generator in ("signal_noise", "magen")
 
 
@@ -673,7 +674,7 @@ FIELDS: tuple[Field, ...] = (
         must=_POSITIVE_MUST,
         bounds={"gt": 0},
         allowed="> 0",
-        applies=_signal_noise,
+        applies=_token_model,
         probe=Probe(2.0, {"generator": "signal_noise"}),
     ),
     Field(
@@ -688,7 +689,7 @@ FIELDS: tuple[Field, ...] = (
         bounds={"ge": 0, "lt": 0.5},
         allowed="[0, 0.5)",
         units="1",
-        applies=_signal_noise,
+        applies=_token_model,
         probe=Probe(0.45, {"generator": "signal_noise"}),
     ),
     Field(
