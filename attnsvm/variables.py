@@ -323,14 +323,15 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
         "1",
         "the token model's Bayes error, p + (1 - 2p) Phi(-snr sqrt(d/2)) for signal_noise "
         "(label_flip p), Phi(-||mu|| sqrt((1 + 2 rho^2) / 2)) for weakly_relevant (clean test "
-        "labels), 1/2 where labels are independent of the tokens (section 15)",
+        "labels), p for magen, 1/2 where labels are independent of the tokens (section 15)",
     ),
     "test_err_bayes": (
         "test error of the Bayes classifier",
         "1",
         "test error of the Bayes-optimal classifier, sign(v^T x_0) of the signal token "
-        "(signal_noise), sign of <x_1 + rho x_2 - rho x_3, e_1 - e_2> (weakly_relevant), +1 "
-        "where labels are independent of the tokens, on the test sample",
+        "(signal_noise), sign of <x_1 + rho x_2 - rho x_3, e_1 - e_2> (weakly_relevant), the "
+        "clean label, which the tokens determine (magen), +1 where labels are independent of "
+        "the tokens, on the test sample",
     ),
     "flip_fit_bayes": (
         "flipped labels the Bayes classifier fits",
@@ -343,6 +344,29 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
         "1",
         "share of training labels that attention along W_mm(opt) at infinite norm does not "
         "fit: 0 where it interpolates, > 0 where an example has no token of positive score",
+    ),
+    "test_err_minnorm": (
+        "test error of the min-norm interpolator",
+        "1",
+        "magen: test error of Magen et al.'s min-norm interpolator of (v, p) at infinite "
+        "attention norm (section 15, eq. (15.13)); NaN when no candidate is realizable",
+    ),
+    "train_err_minnorm": (
+        "training error of the min-norm interpolator",
+        "1",
+        "magen: share of training labels the min-norm interpolator does not fit (0: it "
+        "interpolates)",
+    ),
+    "minnorm_benign": (
+        "min-norm selection benign",
+        "1",
+        "magen: 1 where the min-norm interpolator's selection is the benign one (each signal "
+        "serves its clean examples, the flipped ones attend to their noise token)",
+    ),
+    "minnorm_vnorm": (
+        "min-norm head norm",
+        None,
+        "magen: ||v_mm|| of the min-norm interpolator (section 15, eq. (15.13))",
     ),
     "fit_iteration": (
         "iteration of the fit",

@@ -90,6 +90,27 @@ def _targets(claim, groups: Sequence[Any], passing: bool) -> list[float]:
     return list(np.exp(y) if claim.y == "log" else y)
 
 
+def _boundary_targets(claim, axes, points: Sequence[Point], passing: bool) -> dict:
+    """The ideal values of a boundary claim: ``level exp(-+(log c - log c*(a)))`` through the
+    level at ``c*(a)``, the geometric middle of the ``across`` grid times ``(a / a_mid)`` to
+    the ideal slope (the middle of ``between``, else past the threshold)."""
+    along = np.array(trend_values(axes, points, claim.along, claim.order), dtype=float)
+    across = np.array(trend_values(axes, points, claim.across, None), dtype=float)
+    if claim.op == "between":
+        slope = sum(claim.threshold) / 2 if passing else claim.threshold[1] + 1.0
+    else:
+        up = claim.op in (">", ">=")
+        slope = claim.threshold + (1.0 if up == passing else -1.0)
+    sign = -1.0 if claim.direction == "decreasing" else 1.0
+    mid_a, mid_c = np.exp(np.log(along).mean()), np.exp(np.log(across).mean())
+    out = {}
+    for p in points:
+        a, c = float(dict(p)[claim.along]), float(dict(p)[claim.across])
+        star = mid_c * (a / mid_a) ** slope
+        out[p] = claim.level * float(np.exp(sign * 0.25 * np.log(c / star)))
+    return out
+
+
 def ideal_samples(
     claim: ClaimModel, axes: Mapping[str, Sequence[Any]], points: Sequence[Point], n: int,
     passing: bool,
@@ -97,6 +118,8 @@ def ideal_samples(
     """One sample of n seeds per point on the claim's ideal outcome (module docstring)."""
     if claim.kind == "level":
         target = {p: _level_target(claim, passing) for p in points}
+    elif claim.kind == "boundary":
+        target = _boundary_targets(claim, axes, points, passing)
     else:
         order = trend_values(axes, points, claim.along, claim.order)
         values = dict(zip(map(repr, order), _targets(claim, order, passing), strict=True))
@@ -115,7 +138,7 @@ def ideal_samples(
         if claim.aggregate == "share":
             k = int(round(t * n))
             vals = np.r_[np.ones(k), np.zeros(n - k)]
-        elif claim.kind == "slope" and claim.y == "log":
+        elif (claim.kind == "slope" and claim.y == "log") or claim.kind == "boundary":
             vals = t * np.exp(0.01 * z)
         else:
             scale = (

@@ -24,6 +24,7 @@ import numpy as np
 import xarray as xr
 
 from attnsvm import codes
+from attnsvm.claims import boundary as B
 from attnsvm.claims import stats as S
 from attnsvm.claims.spec import CATEGORICAL, Point, select_points, trend_values
 from attnsvm.config.claims import ClaimModel, baseline_claim, condition, holds
@@ -462,12 +463,53 @@ def _slope(claim, samples, seed, axes, points) -> Outcome:
     return Outcome(fit.verdict, fit, [*_group_rows(claim, groups, seed), fit])
 
 
+def _boundary(claim, samples, seed, axes, points) -> Outcome:
+    """Boundary (docs/science.md §15, eq. (15.14); :mod:`attnsvm.claims.boundary`): per value
+    of ``along`` the ``across`` value where the seeds' mean crosses ``level``, and the slope
+    of log boundary against log ``along``; intervals from resampling the seeds that have a
+    value at every grid point (other axes averaged per seed)."""
+    along = trend_values(axes, points, claim.along, claim.order)
+    across = trend_values(axes, points, claim.across, None)
+    cells = {}
+    for a in along:
+        for c in across:
+            members = [s for s in samples if holds("==", dict(s.point)[claim.along], a)
+                       and holds("==", dict(s.point)[claim.across], c)]  # fmt: skip
+            cells[(repr(a), repr(c))] = _per_seed(members)
+    seeds, u = _paired(list(cells.values()))
+    values = u.reshape(len(seeds), len(along), len(across))
+    x_along, x_across = np.array(along, dtype=float), np.array(across, dtype=float)
+    fit = B.boundary_fit(x_along, x_across, values, claim.level,
+                         claim.direction == "decreasing", claim.confidence,
+                         seed("boundary"))  # fmt: skip
+    method = f"percentile bootstrap over {len(seeds)} seeds ({B.BOOTSTRAP} resamples)"
+    rows = []
+    for j, a in enumerate(along):
+        members = [s for s in samples if holds("==", dict(s.point)[claim.along], a)]
+        b = (float(fit[k][j]) for k in ("bounds", "bounds_lo", "bounds_hi"))
+        iv = S.Interval(*b, claim.confidence, method, len(seeds))
+        rows.append(_row("group", f"{claim.across}* at {claim.along}={a}", iv, members,
+                         point={claim.along: a}))  # fmt: skip
+    if len(seeds) < B.MIN_SEEDS:
+        why = f"{method}: no interval below {B.MIN_SEEDS} seeds"
+    elif not math.isfinite(fit["slope_lo"]):
+        why = f"{method}; the boundary lies outside the grid in {fit['undefined']:.0%} of them"
+    else:
+        why = method
+    iv = S.Interval(fit["slope"], fit["slope_lo"], fit["slope_hi"], claim.confidence, why,
+                    len(seeds))  # fmt: skip
+    label = f"slope of log {claim.across}* against log {claim.along}"
+    head = _row("fit", label, iv, samples, S.verdict(iv.lo, iv.hi, claim.op, claim.threshold))
+    return Outcome(head.verdict, head, [*rows, head])
+
+
 #: how each kind of claim is evaluated (docs/claims.md, "A new kind of claim"):
 #: ``(claim, samples, seeder, axes, points) -> Outcome``
 EVALUATORS: Mapping[str, Callable[..., Outcome]] = {
     "level": lambda claim, samples, seed, axes, points: _level(claim, samples, seed, axes),
     "monotone": _monotone,
     "slope": _slope,
+    "boundary": _boundary,
 }
 
 

@@ -199,6 +199,8 @@ def test_text(entry: dict) -> str:
         return f"each step along {entry['along']} {way}{tol}"
     op, t = entry["op"], entry["threshold"]
     test = f"in [{fmt(t[0])}, {fmt(t[1])}]" if op == "between" else f"{op} {fmt(t)}"
+    if entry["kind"] == "boundary":
+        return f"slope of log {entry['across']}* against log {entry['along']} {test}"
     return f"slope {test}" if entry["kind"] == "slope" else test
 
 
@@ -236,7 +238,7 @@ def evidence_text(entry: dict) -> str:
     what = quantity_text(entry)
     if entry["kind"] == "monotone":
         what = f"step of the {what} along {entry['decided_by']}"
-    elif entry["kind"] == "slope":
+    elif entry["kind"] in ("slope", "boundary"):
         what = f"{entry['decided_by']} of the {what}"
     elif entry["decided_by"] != "pooled":
         what += f" at {entry['decided_by']}"

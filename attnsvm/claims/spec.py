@@ -190,6 +190,13 @@ def _check_trend(exp: Experiment, claim: ClaimModel, points: list[Point]) -> Non
             raise _Bad(f"a slope along {along!r} needs an axis of numbers, got {values}")
         if claim.x == "log" and not all(v > 0 for v in values):
             raise _Bad(f"x: log needs positive values of {along!r}, got {values}")
+    if claim.kind == "boundary":
+        for axis in (along, claim.across):
+            if axis not in exp.axes:
+                raise _Bad(f"across {axis!r} is not a grid axis of the experiment")
+            vals = trend_values(exp.axes, points, axis, None)
+            if len(vals) < 2 or not all(_is_number(v) and v > 0 for v in vals):
+                raise _Bad(f"a boundary needs two or more positive numbers on {axis!r}, got {vals}")
 
 
 def _stored(exp: Experiment, points: list[Point]) -> list[tuple[Point, frozenset[str]]]:

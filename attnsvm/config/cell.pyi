@@ -19,7 +19,9 @@ class Cell:
     an error); signal_noise: one signal token and T - 1 noise tokens, labels flipped at rate
     label_flip (15; cross attention, linear head, d >= 2); weakly_relevant: Sakamoto &
     Sato's model in their units, a relevant, two weakly relevant and T - 3 noise tokens (15;
-    also T >= 3)"""
+    also T >= 3); magen: Magen et al.'s two tokens, the signal mu_y alone and noise
+    orthogonal to the signals, head trained from v = 0 (15; T 2, d >= 3, param W, train_head
+    true)"""
     d: int = 10
     """token dimension (digits / photos: derived from patch and positional)"""
     T: int = 8
@@ -112,17 +114,17 @@ class Cell:
     """optimizer adam only: beta_2, the decay of the second-moment average (0 <= beta_2 < 1;
     default torch's; docs/science.md 10)"""
     snr: float = 1.0
-    """signal_noise only: signal-to-noise ratio ||mu|| / (sigma sqrt(d)) of the signal token (>
-    0; docs/science.md 15)"""
+    """signal_noise and magen only: signal-to-noise ratio ||mu|| / (sigma sqrt(d)) of the
+    signal token (> 0; docs/science.md 15)"""
     label_flip: float = 0.0
-    """signal_noise: probability that a label (training and test) is flipped; weakly_relevant:
-    the share of noisy training labels, 2 floor(ceil(n label_flip) / 2) flipped, half in
-    each class (test labels clean); in [0, 0.5) (docs/science.md 15)"""
+    """signal_noise and magen: probability that a label (training and test) is flipped;
+    weakly_relevant: the share of noisy training labels, 2 floor(ceil(n label_flip) / 2)
+    flipped, half in each class (test labels clean); in [0, 0.5) (docs/science.md 15)"""
     n_test: int = 0
     """held-out examples drawn from the cell's generator with seeds disjoint from the training
     ones; > 0 stores test loss and error (docs/science.md 15; generator gaussian,
     signal_noise or weakly_relevant, task train, one fixed linear head, cross or self
-    attention)"""
+    attention; magen, its head trained)"""
     svm_route: str = "auto"
     """the route the Frobenius and nuclear Att-SVMs (of alpha and opt, of each head, the NTP-
     SVM) try first wherever it applies, for a route ablation (auto: their route tables,

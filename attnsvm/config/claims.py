@@ -311,11 +311,37 @@ class SlopeClaim(_Trend):
         return self
 
 
+class BoundaryClaim(_Trend):
+    """Where the aggregate crosses ``level`` along the axis ``across`` (a boundary, e.g. the
+    SNR where the excess test error falls below a level), per value of ``along``; the slope
+    of log boundary against log ``along`` meets a threshold (docs/science.md §15, "The
+    boundary estimator")."""
+
+    kind: Literal["boundary"]
+    across: str = Field(description="the grid axis (positive numbers) the boundary lies on")
+    level: Number = Field(description="the value of the aggregate that locates the boundary")
+    direction: Literal["increasing", "decreasing"] = Field(
+        "decreasing", description="how the aggregate moves along across (through the level)"
+    )
+    op: Literal[COMPARATORS]
+    threshold: Annotated[Any, WithJsonSchema(_THRESHOLD_SCHEMA)]
+
+    @model_validator(mode="after")
+    def _check_threshold(self) -> BoundaryClaim:
+        _threshold(self.op, self.threshold)
+        if self.across == self.along:
+            raise _Problem("a boundary's across and along are two different grid axes")
+        if self.aggregate != "mean":
+            raise _Problem("a boundary locates the crossing of the mean over the seeds")
+        return self
+
+
 #: every kind of claim and its model (docs/claims.md, "A new kind of claim")
 CLAIM_KINDS: dict[str, type[_Claim]] = {
     "level": LevelClaim,
     "monotone": MonotoneClaim,
     "slope": SlopeClaim,
+    "boundary": BoundaryClaim,
 }
 
 
@@ -330,12 +356,13 @@ def _kind(value: Any) -> str | None:
 Claim = Annotated[
     Annotated[LevelClaim, Tag("level")]
     | Annotated[MonotoneClaim, Tag("monotone")]
-    | Annotated[SlopeClaim, Tag("slope")],
+    | Annotated[SlopeClaim, Tag("slope")]
+    | Annotated[BoundaryClaim, Tag("boundary")],
     Discriminator(_kind),
 ]
 """One claim of an experiment (a :data:`CLAIM_KINDS` model, chosen by its ``kind``)."""
 
-ClaimModel = LevelClaim | MonotoneClaim | SlopeClaim
+ClaimModel = LevelClaim | MonotoneClaim | SlopeClaim | BoundaryClaim
 
 
 def baseline_claim(claim: ClaimModel) -> ClaimModel | None:

@@ -177,8 +177,9 @@ def _real(c: Any) -> bool:
     return c.generator in REAL_GENERATORS
 
 
-def _signal_noise(c: Any) -> bool:
-    return c.generator == "signal_noise"
+def _token_model(c: Any) -> bool:
+    """The generators with a signal-to-noise ratio and flipped labels (docs/science.md 15)."""
+    return c.generator in ("signal_noise", "magen")
 
 
 def _weakly_relevant(c: Any) -> bool:
@@ -186,7 +187,8 @@ def _weakly_relevant(c: Any) -> bool:
 
 
 def _label_noise(c: Any) -> bool:
-    return c.generator in ("signal_noise", "weakly_relevant")
+    """The generators with flipped training labels (docs/science.md 15)."""
+    return c.generator in ("signal_noise", "weakly_relevant", "magen")
 
 
 _DIGITS = "digits only: "
@@ -201,7 +203,9 @@ FIELDS: tuple[Field, ...] = (
         "(setting them is an error); signal_noise: one signal token and T - 1 noise tokens, "
         "labels flipped at rate label_flip (15; cross attention, linear head, d >= 2); "
         "weakly_relevant: Sakamoto & Sato's model in their units, a relevant, two weakly "
-        "relevant and T - 3 noise tokens (15; also T >= 3)",
+        "relevant and T - 3 noise tokens (15; also T >= 3); magen: Magen et al.'s two tokens, "
+        "the signal mu_y alone and noise orthogonal to the signals, head trained from v = 0 "
+        "(15; T 2, d >= 3, param W, train_head true)",
         long_name="data generator",
         stages=("data",),
         choices=(
@@ -215,6 +219,7 @@ FIELDS: tuple[Field, ...] = (
             *REAL_GENERATORS,
             "signal_noise",
             "weakly_relevant",
+            "magen",
         ),
         described=ALWAYS,
         rule=rules.generator_rule,
@@ -677,21 +682,21 @@ FIELDS: tuple[Field, ...] = (
         name="snr",
         kind="real",
         default=1.0,
-        doc="signal_noise only: signal-to-noise ratio ||mu|| / (sigma sqrt(d)) of the signal "
-        "token (> 0; docs/science.md 15)",
+        doc="signal_noise and magen only: signal-to-noise ratio ||mu|| / (sigma sqrt(d)) of the "
+        "signal token (> 0; docs/science.md 15)",
         long_name="signal-to-noise ratio",
         stages=("data",),
         must=_POSITIVE_MUST,
         bounds={"gt": 0},
         allowed="> 0",
-        applies=_signal_noise,
+        applies=_token_model,
         probe=Probe(2.0, {"generator": "signal_noise"}),
     ),
     Field(
         name="label_flip",
         kind="real",
         default=0.0,
-        doc="signal_noise: probability that a label (training and test) is flipped; "
+        doc="signal_noise and magen: probability that a label (training and test) is flipped; "
         "weakly_relevant: the share of noisy training labels, 2 floor(ceil(n label_flip) / 2) "
         "flipped, half in each class (test labels clean); in [0, 0.5) (docs/science.md 15)",
         long_name="label-flip rate",
@@ -710,7 +715,7 @@ FIELDS: tuple[Field, ...] = (
         doc="held-out examples drawn from the cell's generator with seeds disjoint from the "
         "training ones; > 0 stores test loss and error (docs/science.md 15; generator gaussian, "
         "signal_noise or weakly_relevant, task train, one fixed linear head, cross or self "
-        "attention)",
+        "attention; magen, its head trained)",
         long_name="test examples",
         stages=("measure",),
         must="a non-negative integer",

@@ -54,6 +54,16 @@ def generator_rule(c: Any) -> str | None:
             f"d >= 2 and T >= 3 (docs/science.md 15), got {c.task!r}, {c.head!r}, "
             f"{c.attention!r}, d={c.d}, T={c.T}"
         )
+    if c.generator == "magen" and not (
+        (c.task, c.head, c.attention, c.param, c.heads, c.T)
+        == ("train", "linear", "cross", "W", 1, 2)
+        and c.train_head
+        and c.d >= 3
+    ):
+        return (
+            "generator 'magen' needs task 'train', head 'linear', attention 'cross', param 'W', "
+            "one head, train_head true (v trained from 0), T = 2 and d >= 3 (docs/science.md 15)"
+        )
     return None
 
 
@@ -167,22 +177,24 @@ def optimizer_rule(c: Any) -> str | None:
 
 #: the generators with a held-out sample from their distribution (docs/science.md 15;
 #: weakly_relevant's with clean labels, as in Sakamoto & Sato's code)
-TEST_GENERATORS = ("gaussian", "signal_noise", "weakly_relevant")
+TEST_GENERATORS = ("gaussian", "signal_noise", "weakly_relevant", "magen")
 
 
 def n_test_rule(c: Any) -> str | None:
     if c.n_test == 0:
         return None
+    trained = c.generator == "magen"  # Magen et al. train the head (its own rule)
     fits = (
         c.generator in TEST_GENERATORS
-        and (c.task, c.head, c.heads, c.train, c.train_head) == ("train", "linear", 1, True, False)
+        and (c.task, c.head, c.heads, c.train, c.train_head)
+        == ("train", "linear", 1, True, trained)
         and c.attention in ("cross", "self")
     )
     if not fits:
         return (
             "n_test > 0 needs generator gaussian, signal_noise or weakly_relevant, task 'train', "
             "train: true, one fixed linear head (heads 1, train_head false) and attention "
-            "'cross' or 'self' (docs/science.md 15)"
+            "'cross' or 'self', or generator magen with its head trained (docs/science.md 15)"
         )
     return None
 

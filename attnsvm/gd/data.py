@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from attnsvm.config.cell import Cell
-from attnsvm.gd import signal_noise, weakly_relevant
+from attnsvm.gd import magen, signal_noise, weakly_relevant
 from attnsvm.gd.real_tokens import real_dataset
 from attnsvm.images import REAL_GENERATORS
 
@@ -71,7 +71,8 @@ def unit_rows(a: np.ndarray) -> np.ndarray:
 def make_dataset(cell: Cell) -> Dataset:
     """Draw the dataset of a cell (docs/science.md §1: gaussian, relu, orthonormal, toy2d, and
     the real tokens digits and photos of :mod:`attnsvm.gd.real_tokens`; §15: the signal-noise
-    token model of :mod:`attnsvm.gd.signal_noise`)."""
+    token model of :mod:`attnsvm.gd.signal_noise`, and Magen et al.'s of
+    :mod:`attnsvm.gd.magen`)."""
     rng = seeded_rng(cell.seed, _DATA_STREAM)
     n, T, d = cell.n, cell.T, cell.d
     V = None
@@ -82,6 +83,9 @@ def make_dataset(cell: Cell) -> Dataset:
         X, Y, Z, v, flipped = weakly_relevant.draw(
             n, T, d, cell.signal_norm, cell.rho, cell.label_flip, rng
         )
+        return Dataset(X=X, Y=Y, Z=Z, v=v, flipped=flipped)
+    if cell.generator == "magen":
+        X, Y, Z, v, flipped = magen.draw(n, d, cell.snr, cell.label_flip, rng)
         return Dataset(X=X, Y=Y, Z=Z, v=v, flipped=flipped)
     if cell.generator == "toy2d":
         X, Y, Z, v = _toy2d()
@@ -114,12 +118,13 @@ def make_test_dataset(cell: Cell, train: Dataset) -> Dataset:
     Drawn from the training data's distribution, from the seed's own test stream (disjoint
     from the training data's and the initialization's), sharing what the distribution fixes:
     the head v (gaussian: drawn with the training data), the signals and the query
-    (signal_noise). gaussian: unit tokens and queries, labels +-1 at random; self attention:
-    the query is the first token. signal_noise: labels flipped at the same rate.
-    weakly_relevant: clean labels, as Sakamoto & Sato's code draws its test sample (but from
-    the test stream, not from the training seed).
+    (signal_noise, magen; a trained head: the training data's v, its final one). gaussian:
+    unit tokens and queries, labels +-1 at random; self attention: the query is the first
+    token. signal_noise, magen: labels flipped at the same rate. weakly_relevant: clean
+    labels, as Sakamoto & Sato's code draws its test sample (but from the test stream, not
+    from the training seed).
     """
-    if cell.generator not in ("gaussian", "signal_noise", "weakly_relevant"):
+    if cell.generator not in ("gaussian", "signal_noise", "weakly_relevant", "magen"):
         raise ValueError(f"no test sample for generator {cell.generator!r} (docs/science.md 15)")
     rng = seeded_rng(cell.seed, _TEST_STREAM)
     m, T, d = cell.n_test, cell.T, cell.d
@@ -128,6 +133,9 @@ def make_test_dataset(cell: Cell, train: Dataset) -> Dataset:
         return Dataset(X=X, Y=Y, Z=Z, v=train.v.copy(), flipped=flipped)
     if cell.generator == "weakly_relevant":
         X, Y, Z, _, flipped = weakly_relevant.draw(m, T, d, cell.signal_norm, cell.rho, 0.0, rng)
+        return Dataset(X=X, Y=Y, Z=Z, v=train.v.copy(), flipped=flipped)
+    if cell.generator == "magen":
+        X, Y, Z, _, flipped = magen.draw(m, d, cell.snr, cell.label_flip, rng)
         return Dataset(X=X, Y=Y, Z=Z, v=train.v.copy(), flipped=flipped)
     Y = np.where(rng.standard_normal(m) > 0, 1.0, -1.0)
     X = unit_rows(rng.standard_normal((m, T, d)))

@@ -10,12 +10,14 @@ tokens of the stored, possibly flipped, labels).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
-from attnsvm.gd import weakly_relevant
+from attnsvm.gd import magen, weakly_relevant
 from attnsvm.gd.data import Dataset
+from attnsvm.svm import minnorm as minnorm_svm
 
 #: the per-cell scalars of a cell with a test sample (docs/store.md, docs/science.md §15)
 SCALARS = (
@@ -81,6 +83,19 @@ def _share(flipped: np.ndarray | None) -> float:
     return 0.0 if flipped is None else float(np.mean(flipped))
 
 
+def _evaluate_along(W: np.ndarray, ds: Dataset, heads: np.ndarray | None, settings: Any):
+    """``(f (C, n), loss (C,))`` of every W, each with its own head ``heads[c]`` where the
+    head is trained (Magen et al.'s setting, docs/science.md §15), else with ``ds.v``."""
+    from attnsvm.gd.model import evaluate  # torch: only where a cell has a test sample
+
+    if heads is None:
+        f, loss, _ = evaluate(ds, W, settings)
+        return f, loss
+    parts = [evaluate(dataclasses.replace(ds, v=h), W[c : c + 1], settings)
+             for c, h in enumerate(heads)]  # fmt: skip
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
 def measure(
     W: np.ndarray,
     train: Dataset,
@@ -90,6 +105,7 @@ def measure(
     iterations: np.ndarray | None = None,
     settings: Any = None,
     overfit: bool = False,
+    heads: np.ndarray | None = None,
 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """Scalars and curves of docs/science.md §15 for the trajectory ``W`` (C, d, d), from the
     cell's model (``settings``: its training settings) at every W.
@@ -98,12 +114,12 @@ def measure(
     tokens of the stored labels (None where unsolved: their errors are NaN). Test errors count
     the test sample's own flipped labels, so a perfect selector of the signal token errs on
     exactly ``test_flip_share``; ``test_excess`` is the excess over it. ``overfit``: also
-    :data:`OVERFIT_SCALARS` (weakly_relevant cells).
+    :data:`OVERFIT_SCALARS` (weakly_relevant cells). ``heads`` (C, d): a trained head's v at
+    each checkpoint (Magen et al.'s setting), used with the W of the same checkpoint; the SVM
+    directions take the final head, ``test.v``.
     """
-    from attnsvm.gd.model import evaluate  # torch: only where a cell has a test sample
-
-    f_test, test_loss, _ = evaluate(test, W, settings)
-    f_train = outputs(W, train, settings)
+    f_test, test_loss = _evaluate_along(W, test, heads, settings)
+    f_train = _evaluate_along(W, train, heads, settings)[0]
     curves = {
         "test_loss": test_loss,
         "test_err": errors(f_test, test.Y),
@@ -168,26 +184,59 @@ def baselines(
     cell: Any, train: Dataset, test: Dataset, interpolator: np.ndarray | None,
 ) -> dict[str, float]:  # fmt: skip
     """:data:`BASELINE_SCALARS` of one cell (docs/science.md §15): the Bayes error of its token
-    model (eq. (15.3); weakly_relevant, whose test labels are clean: eq. (15.9)), the
-    Bayes-optimal classifier's test error and share of the flipped training labels it fits (it
-    fits one only where it misses the clean label), and the share of training labels the
-    max-margin interpolator does not fit (0: it interpolates; NaN unsolved)."""
+    model (eq. (15.3); weakly_relevant, whose test labels are clean: eq. (15.9); magen: the
+    flip rate), the Bayes-optimal classifier's test error and share of the flipped training
+    labels it fits (it fits one only where it misses the clean label), and the share of
+    training labels the max-margin interpolator does not fit (0: it interpolates; NaN
+    unsolved)."""
     generator = cell.generator
-    if generator == "signal_noise":
-        bayes = bayes_error(cell.snr, train.d, cell.label_flip)
-    elif generator == "weakly_relevant":
-        bayes = weakly_relevant.bayes_error(cell.signal_norm, cell.rho)
+    if generator == "magen":  # the head is trained: the Bayes classifier is the model's own
+        bayes = magen.bayes_error(cell.label_flip)
+        f_train, f_test = magen.bayes_labels(train.X), magen.bayes_labels(test.X)
     else:
-        bayes = 0.5
-    rho = cell.rho if generator == "weakly_relevant" else 0.0
-    f_train = bayes_predictions(train, generator, rho)
+        if generator == "signal_noise":
+            bayes = bayes_error(cell.snr, train.d, cell.label_flip)
+        elif generator == "weakly_relevant":
+            bayes = weakly_relevant.bayes_error(cell.signal_norm, cell.rho)
+        else:
+            bayes = 0.5
+        rho = cell.rho if generator == "weakly_relevant" else 0.0
+        f_train = bayes_predictions(train, generator, rho)
+        f_test = bayes_predictions(test, generator, rho)
     mm = (
         float(errors(hard_outputs(interpolator, train), train.Y))
         if interpolator is not None else np.nan
     )  # fmt: skip
     return {
         "bayes_err": bayes,
-        "test_err_bayes": float(errors(bayes_predictions(test, generator, rho), test.Y)),
+        "test_err_bayes": float(errors(f_test, test.Y)),
         "flip_fit_bayes": float(flip_fit(f_train, train)),
         "train_err_mm": mm,
+    }
+
+
+# --------------------------------------------------------------------------- Magen et al.
+#: per-cell scalars of Magen et al.'s setting (generator magen, docs/science.md §15): their
+#: min-norm interpolator of (v, p) (:func:`attnsvm.svm.minnorm.min_norm_interpolator`)
+MINNORM_SCALARS = ("test_err_minnorm", "train_err_minnorm", "minnorm_benign", "minnorm_vnorm")
+
+
+def minnorm(train: Dataset, test: Dataset, settings: Any = None) -> dict[str, float]:
+    """:data:`MINNORM_SCALARS` of one cell of Magen et al.'s setting (docs/science.md §15, eq.
+    (15.13)): the test and training errors of their min-norm interpolator at infinite attention
+    norm (p along its Att-SVM, v its min-norm head), whether its selection is the benign one
+    (each signal serves its clean examples, the flipped ones attend to their noise) and
+    ``||v_mm||``; NaN where no candidate selection is realizable and separable."""
+    best = minnorm_svm.min_norm_interpolator(train.X, train.Y, train.Z)
+    if best is None:
+        return dict.fromkeys(MINNORM_SCALARS, np.nan)
+    err = {}
+    for name, ds in (("test", test), ("train", train)):
+        f = hard_outputs(best["W"], dataclasses.replace(ds, v=best["v"]), settings)
+        err[name] = float(errors(f, ds.Y))
+    return {
+        "test_err_minnorm": err["test"],
+        "train_err_minnorm": err["train"],
+        "minnorm_benign": float(best["roles"] == ("clean", "clean")),
+        "minnorm_vnorm": best["vnorm"],
     }

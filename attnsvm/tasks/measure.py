@@ -93,6 +93,8 @@ def stored_scalars(cell: Cell) -> tuple[str, ...]:
         out += (*G.SCALARS, *G.BASELINE_SCALARS)
         if cell.generator == "weakly_relevant":
             out += G.OVERFIT_SCALARS
+        if cell.generator == "magen":
+            out += G.MINNORM_SCALARS
     if cell.norm_svms:
         out += [f"{p}_{k}_alpha" for k in N.NORMS for p in _SVM_SCALARS]
         out += [f"corr_{k}_alpha" for k in N.NORMS if k not in N.WIDE_FACE]
@@ -329,11 +331,15 @@ def _generalization(res: CellResult) -> None:
     SVM directions (docs/science.md §15; :mod:`attnsvm.tasks.generalization`)."""
     t0 = time.perf_counter()
     cell, fro, mm = res.cell, _solution(res.svms["fro_alpha"]), _solution(res.svms["fro_opt"])
+    heads = res.head if cell.generator == "magen" else None  # v trained with W (§15)
     sc, curves = G.measure(res.W, res.data, res.test_data, fro, mm, res.iterations,
-                           cell.settings("train"), cell.generator == "weakly_relevant")  # fmt: skip
+                           cell.settings("train"), overfit=cell.generator == "weakly_relevant",
+                           heads=heads)  # fmt: skip
     res.scalars.update(sc)
     res.curves.update(curves)
     res.scalars.update(G.baselines(cell, res.data, res.test_data, mm))
+    if cell.generator == "magen":
+        res.scalars.update(G.minnorm(res.data, res.test_data, cell.settings("train")))
     res.timings["test"] = time.perf_counter() - t0
 
 
