@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from attnsvm.config.cell import Cell
+from attnsvm.config.rules import TEST_GENERATORS
 from attnsvm.gd import magen, signal_noise, weakly_relevant
 from attnsvm.gd.real_tokens import real_dataset
 from attnsvm.images import REAL_GENERATORS
@@ -124,7 +125,7 @@ def make_test_dataset(cell: Cell, train: Dataset) -> Dataset:
     labels, as Sakamoto & Sato's code draws its test sample (but from the test stream, not
     from the training seed).
     """
-    if cell.generator not in ("gaussian", "signal_noise", "weakly_relevant", "magen"):
+    if cell.generator not in TEST_GENERATORS:
         raise ValueError(f"no test sample for generator {cell.generator!r} (docs/science.md 15)")
     rng = seeded_rng(cell.seed, _TEST_STREAM)
     m, T, d = cell.n_test, cell.T, cell.d
