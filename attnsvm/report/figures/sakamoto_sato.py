@@ -86,7 +86,7 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
             if np.isfinite(v):
                 snr = norms[j] / np.sqrt(ds[i])
                 dark = v < vmin + 0.6 * (vmax - vmin)
-                ax.text(j, i, f"{v:.2f}\n({snr:.2g})", ha="center", va="center", fontsize=4.5,
+                ax.text(j, i, f"{v:.2f}\n({snr:.2g})", ha="center", va="center", fontsize=5,
                         color="white" if dark else "black")  # fmt: skip
         ax.set_xticks(range(len(norms)), [f"{s:.3g}" for s in norms])
         ax.set_yticks(range(len(ds)), [f"{y:g}" for y in ds])
