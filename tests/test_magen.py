@@ -202,25 +202,18 @@ def test_magen_cells_store_the_exact_bayes_error_and_a_trained_head() -> None:
 def test_magen_plane_figure_draws_the_located_boundary(tmp_path) -> None:
     import matplotlib.pyplot as plt
 
-    from attnsvm.plan import parse_experiment
     from attnsvm.report.draw import make_figure
     from attnsvm.report.figure_check import assert_figure_ok
     from attnsvm.report.figures import figure_module
     from attnsvm.report.figures.magen_plane import located
-    from attnsvm.sweep.collect import collect_sweep
-    from attnsvm.sweep.summary import summarize
-    from attnsvm.sweep.worker import write_block
+    from tests.workflow_helpers import tiny_sweep
 
     fixed = {"generator": "magen", "T": 2, "d": 40, "label_flip": 0.2, "n_test": 100,
              "param": "W", "train_head": True, "optimizer": "plain", "lr": 100.0,
              "init": "zero", "iterations": 2, "checkpoint_count": 2}  # fmt: skip
     raw = {"fixed": fixed, "grid": {"n": [8, 16], "snr": [0.1, 0.4, 1.6, 6.4]}, "seeds": 2,
            "figures": ["magen_plane"]}  # fmt: skip
-    exp = parse_experiment("t_magen", raw, 64)
-    paths = {b.name: write_block(b.cells, tmp_path / f"{b.name}.zarr", experiment=exp.name,
-                                 block=b.name, device="cpu") for b in exp.blocks()}  # fmt: skip
-    sweep = collect_sweep(exp, paths)
-    summary = summarize(sweep)
+    sweep, summary = tiny_sweep(tmp_path, "t_magen", raw)
     files = (tmp_path / f"magen_plane.{x}" for x in ("pdf", "png", "caption.rst"))
     make_figure("magen_plane", sweep, summary, *files)
     fig = figure_module("magen_plane").plot(sweep, summary)

@@ -230,28 +230,17 @@ def test_phase_diagram_figure_draws_the_grid_means(tmp_path):
     import matplotlib.pyplot as plt
     from docutils.core import publish_parts
 
-    from attnsvm.plan import parse_experiment
     from attnsvm.report.draw import make_figure
     from attnsvm.report.figure_check import assert_figure_ok
     from attnsvm.report.figures import figure_module
-    from attnsvm.sweep.collect import collect_sweep
-    from attnsvm.sweep.summary import summarize
-    from attnsvm.sweep.worker import write_block
+    from tests.workflow_helpers import tiny_sweep
 
     fixed = {"generator": "weakly_relevant", "n": 6, "T": 4, "rho": 0.1, "label_flip": 0.2,
              "n_test": 40, "param": "KQ", "init": "kaiming_q0", "optimizer": "plain",
              "lr": 0.05, "ridge": 0.0, "iterations": 20, "checkpoint_count": 3}  # fmt: skip
     grid = {"d": [6, 10], "signal_norm": [0.5, 4.0, 16.0]}
     raw = {"fixed": fixed, "grid": grid, "seeds": 2, "figures": ["sakamoto_sato"]}
-    exp = parse_experiment("t_sakamoto_sato", raw, 64)
-    paths = {
-        b.name: write_block(
-            b.cells, tmp_path / f"{b.name}.zarr", experiment=exp.name, block=b.name, device="cpu"
-        )
-        for b in exp.blocks()
-    }
-    sweep = collect_sweep(exp, paths)
-    summary = summarize(sweep)
+    sweep, summary = tiny_sweep(tmp_path, "t_sakamoto_sato", raw)
     pdf, png, caption = (tmp_path / f"f.{ext}" for ext in ("pdf", "png", "caption.rst"))
     make_figure("sakamoto_sato", sweep, summary, pdf, png, caption)
     assert pdf.stat().st_size > 1000 and png.stat().st_size > 1000

@@ -170,13 +170,16 @@ def bayes_predictions(ds: Dataset, generator: str, rho: float = 0.0) -> np.ndarr
     """The Bayes-optimal classifier's labels (n,): ``sign(v^T x_i0)`` of the signal token for
     the signal-noise model (``v`` is parallel to ``mu_+ - mu_-``; flip rates are below 1/2);
     for Sakamoto & Sato's model (weakly_relevant) the sign of ``<x_1 + rho x_2 - rho x_3,
-    e_1 - e_2>`` (docs/science.md §15, eq. (15.9)); and +1 where the labels are independent
+    e_1 - e_2>`` (docs/science.md §15, eq. (15.9)); for Magen et al.'s (magen) the clean
+    label, which the tokens determine (eq. (15.12)); and +1 where the labels are independent
     of the tokens (the gaussian generator: every classifier is Bayes-optimal there, with error
     1/2)."""
     if generator == "signal_noise":
         return np.where(ds.X[:, 0, :] @ ds.v >= 0, 1.0, -1.0)
     if generator == "weakly_relevant":
         return np.where(weakly_relevant.bayes_statistic(ds.X, rho) >= 0, 1.0, -1.0)
+    if generator == "magen":
+        return magen.bayes_labels(ds.X)
     return np.ones(ds.n)
 
 
@@ -190,19 +193,16 @@ def baselines(
     training labels the max-margin interpolator does not fit (0: it interpolates; NaN
     unsolved)."""
     generator = cell.generator
-    if generator == "magen":  # the head is trained: the Bayes classifier is the model's own
+    if generator == "signal_noise":
+        bayes = bayes_error(cell.snr, train.d, cell.label_flip)
+    elif generator == "weakly_relevant":
+        bayes = weakly_relevant.bayes_error(cell.signal_norm, cell.rho)
+    elif generator == "magen":
         bayes = magen.bayes_error(cell.label_flip)
-        f_train, f_test = magen.bayes_labels(train.X), magen.bayes_labels(test.X)
     else:
-        if generator == "signal_noise":
-            bayes = bayes_error(cell.snr, train.d, cell.label_flip)
-        elif generator == "weakly_relevant":
-            bayes = weakly_relevant.bayes_error(cell.signal_norm, cell.rho)
-        else:
-            bayes = 0.5
-        rho = cell.rho if generator == "weakly_relevant" else 0.0
-        f_train = bayes_predictions(train, generator, rho)
-        f_test = bayes_predictions(test, generator, rho)
+        bayes = 0.5
+    rho = cell.rho if generator == "weakly_relevant" else 0.0
+    f_train, f_test = (bayes_predictions(ds, generator, rho) for ds in (train, test))
     mm = (
         float(errors(hard_outputs(interpolator, train), train.Y))
         if interpolator is not None else np.nan
