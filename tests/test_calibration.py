@@ -1,7 +1,8 @@
 """The claims' intervals are calibrated where the ledger decides with them (docs/science.md §13).
 
-- The stored calibration table of the mean (``attnsvm/claims/calibration.json``) is current:
-  a few of its cases, recomputed with their own seeds, give the stored numbers exactly.
+- The stored calibration table of the mean and of the boundary slope
+  (``attnsvm/claims/calibration.json``) is current: a few of its cases, recomputed with their
+  own seeds, give the stored numbers exactly.
 - Every interval the shipped configs' ledgers decide with, at their configured seeds, is
   calibrated: the mean's by the stored table (coverage at least the nominal level minus 0.01
   on normal, skewed and bounded data from its smallest calibrated size on), the exact
@@ -56,6 +57,22 @@ def test_the_stored_table_is_current():
         assert list(np.round(hits[:, 1] / C.REPETITIONS, 6)) == below, dist.name
 
 
+def test_the_stored_boundary_table_is_current():
+    """One case of the boundary's part recomputed alone (its own generator): the same
+    coverage and share without an interval at every level."""
+    bd = table.load()["methods"]["boundary"]
+    assert bd["levels"] == list(C.BOUNDARY_LEVELS) and bd["sizes"] == list(C.BOUNDARY_SIZES)
+    assert bd["repetitions"] == C.BOUNDARY_REPETITIONS and bd["truths"] == {
+        t.name: t.text for t in C.BOUNDARY_TRUTHS}  # fmt: skip
+    truth, n = C.BOUNDARY_TRUTHS[2], 12
+    j = bd["sizes"].index(n)
+    hits = C.boundary_case(truth, n, C.BOUNDARY_LEVELS)
+    reps = C.BOUNDARY_REPETITIONS
+    assert list(np.round(hits[:, 0] / (reps - hits[:, 3]), 6)) == [
+        row[j] for row in bd["coverage"][truth.name]]  # fmt: skip
+    assert list(np.round(hits[:, 3] / reps, 6)) == [row[j] for row in bd["no_interval"][truth.name]]
+
+
 def test_the_tables_smallest_sizes_follow_from_its_coverage():
     """``n_min`` is what the coverage says: from it on every tabled size is calibrated on
     every distribution, below it one is not; and it never shrinks as the level grows (the
@@ -74,6 +91,16 @@ def test_the_tables_smallest_sizes_follow_from_its_coverage():
             assert cover[:, i, j - 1].min() < level - table.TOLERANCE
     # the Monte Carlo standard error of a case at 0.95 resolves the tolerance
     assert math.sqrt(0.95 * 0.05 / mean["repetitions"]) < table.TOLERANCE / 2
+    bd = table.load()["methods"]["boundary"]
+    cover = np.array([bd["coverage"][t.name] for t in C.BOUNDARY_TRUTHS])
+    for i, level in enumerate(bd["levels"]):
+        need = bd["n_min"][i]
+        assert need == C.n_min(cover[:, i, :], bd["sizes"], level)
+        if need is not None:
+            j = bd["sizes"].index(need)
+            assert cover[:, i, j:].min() >= level - table.TOLERANCE
+            assert table.boundary_n_min(level) == need
+    assert math.sqrt(0.95 * 0.05 / bd["repetitions"]) < table.TOLERANCE / 2
 
 
 def test_every_interval_the_shipped_ledgers_decide_with_is_calibrated():
@@ -81,10 +108,13 @@ def test_every_interval_the_shipped_ledgers_decide_with_is_calibrated():
     outcomes. The mean: n at or above the table's calibrated size for the level; the exact
     methods: their exact coverage at least the nominal level (computed, not simulated)."""
     cases = {C.Case.of(b) for b in shipped_bases()}
-    assert {c.method for c in cases} == {S.MEAN, S.QUANTILE, S.SHARE}
+    assert {c.method for c in cases} == {S.MEAN, S.QUANTILE, S.SHARE, S.BOUNDARY}
     for case in sorted(cases, key=lambda c: (c.method, c.level, c.n)):
         if case.method == S.MEAN:
             need = table.mean_n_min(case.level)
+            assert need is not None and case.n >= need, case
+        elif case.method == S.BOUNDARY:
+            need = table.boundary_n_min(case.level)
             assert need is not None and case.n >= need, case
         elif case.method == S.QUANTILE:
             cov = C.quantile_coverage(case.n, case.q, case.level)
@@ -159,4 +189,7 @@ def test_a_case_is_measured_by_its_method():
     median = C.check_case(C.Case.of({"method": S.QUANTILE, "n": 5, "level": 0.95, "q": 0.5}))
     assert not median["ok"] and median["coverage"] == {"exact": None}
     assert "LOW" in C.case_text(median) and "ok " in C.case_text(share)
-    json.dumps([mean, share, median])  # what --calibrate --json prints
+    bd = C.check_case(C.Case(S.BOUNDARY, 30, 0.95), reps=100)
+    assert set(bd["coverage"]) == set(bd["no_interval"]) == {t.name for t in C.BOUNDARY_TRUTHS}
+    assert bd["se"] == pytest.approx(math.sqrt(0.95 * 0.05 / 100))
+    json.dumps([mean, share, median, bd])  # what --calibrate --json prints

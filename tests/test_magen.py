@@ -167,6 +167,36 @@ def test_boundary_claim_in_the_ledger_passes_and_its_shuffled_baseline_fails() -
     assert entry["control"]["verdict"] != "PASS"
 
 
+def test_boundary_claim_below_its_calibrated_seeds_is_inconclusive() -> None:
+    """Fewer seeds than the calibration table calibrates the boundary's interval at: no
+    interval, INCONCLUSIVE with the reason, although the estimate is the true slope's."""
+    import xarray as xr
+
+    from attnsvm.claims import table
+    from attnsvm.claims.evaluate import evaluate_claim
+    from attnsvm.config.claims import BoundaryClaim
+
+    seeds = table.boundary_n_min(0.95) - 1
+    n, c, values, _ = _synthetic(-0.5, seeds=seeds)
+    vals = values.transpose(1, 2, 0)
+    sweep = xr.Dataset(
+        {"excess": (("n", "snr", "seed"), vals),
+         "status": (("n", "snr", "seed"), np.zeros(vals.shape, dtype=np.int8))},
+        coords={"n": n.astype(int), "snr": c, "seed": np.arange(seeds)},
+        attrs={"axes": ["n", "snr"]},
+    )  # fmt: skip
+    claim = BoundaryClaim(
+        kind="boundary", name="b", statement="s", theory="t", variable="excess", along="n",
+        across="snr", level=0.15, op="between", threshold=[-0.75, -0.25],
+        baseline={"name": "no n dependence", "null_model": "shuffle"},
+    )  # fmt: skip
+    entry = evaluate_claim(sweep, claim, "exp")
+    assert entry["verdict"] == "INCONCLUSIVE"
+    head = entry["rows"][-1]
+    assert "no calibrated boundary interval at 0.95 below" in head["method"], head
+    assert abs(head["estimate"] - (-0.5)) < 0.2
+
+
 def test_signal_noise_data_unchanged() -> None:
     """The signal_noise generator's draws are bit for bit those of before the magen
     generator (digest of one cell's training and test data)."""

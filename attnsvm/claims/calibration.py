@@ -32,6 +32,7 @@ import numpy as np
 from scipy import stats
 
 from attnsvm.atomic import write_text_atomic
+from attnsvm.claims import boundary as BD
 from attnsvm.claims import stats as S
 from attnsvm.claims import table
 
@@ -135,7 +136,7 @@ def n_min(coverage: np.ndarray, sizes: Sequence[int], level: float) -> int | Non
 def build_table(
     sizes: Sequence[int] = SIZES, reps: int = REPETITIONS, progress: Callable | None = None
 ) -> dict[str, Any]:
-    """The mean's calibration table (module docstring)."""
+    """The calibration table (module docstring): the mean's and the boundary's."""
     levels = list(LEVELS)
     cover = np.zeros((len(DISTRIBUTIONS), len(levels), len(sizes)))
     below, above = np.zeros_like(cover), np.zeros_like(cover)
@@ -163,7 +164,8 @@ def build_table(
                 "missed_below": {d.name: _rounded(below[i]) for i, d in enumerate(DISTRIBUTIONS)},
                 "missed_above": {d.name: _rounded(above[i]) for i, d in enumerate(DISTRIBUTIONS)},
                 "n_min": [n_min(cover[:, i, :], sizes, lv) for i, lv in enumerate(levels)],
-            }
+            },
+            "boundary": build_boundary_table(progress=progress),
         },
     }
 
@@ -177,6 +179,118 @@ def write_table(doc: dict[str, Any], path: str | Path | None = None) -> Path:
     out = write_text_atomic(path or table.TABLE_PATH, json.dumps(doc, indent=1) + "\n")
     table.load.cache_clear()
     return out
+
+
+# --------------------------------------------------------------------------- the boundary
+#: the boundary's design (docs/science.md §15, eq. (15.14)): b18_magen's grid, n = 10 ... 80
+#: and the SNR from 0.05 by steps of sqrt(2), level 0.15, a true boundary 0.4 (n / 10)^(-1/2)
+BOUNDARY_ALONG = (10.0, 20.0, 40.0, 80.0)
+BOUNDARY_ACROSS = tuple(0.05 * math.sqrt(2.0) ** k for k in range(11))
+BOUNDARY_LEVEL = 0.15
+BOUNDARY_SLOPE = -0.5
+#: the boundary's sizes (seeds) and levels: its percentile interval at a tail of (1 - L) / 2
+#: keeps at least 10 of :data:`attnsvm.claims.boundary.BOOTSTRAP` resamples beyond it
+BOUNDARY_SIZES = (10, 12, 15, 20, 30, 40, 60)
+BOUNDARY_LEVELS = (0.95, 0.975, 0.99)
+#: repetitions per boundary case: standard error 0.0049 at coverage 0.95
+BOUNDARY_REPETITIONS = 2000
+#: the spread of a seed's offset (shared by its cells at every grid point) and of a cell
+BOUNDARY_SEED_SD, BOUNDARY_CELL_SD = 0.02, 0.05
+
+
+def _centred_exponential(r: np.random.Generator, shape) -> np.ndarray:
+    return r.exponential(1.0, shape) - 1.0  # mean 0, sd 1, skewness 2
+
+
+@dataclass(frozen=True)
+class BoundaryTruth:
+    """A known boundary: the mean curve through the level at ``c*`` (as a function of
+    ``log(c / c*)``) and the noise that the seeds and cells add (standardized draws)."""
+
+    name: str
+    text: str
+    curve: Callable[[np.ndarray], np.ndarray]
+    noise: Draw
+
+
+#: the curves and noises the boundary's interval is calibrated on
+BOUNDARY_TRUTHS = (
+    BoundaryTruth("log-linear", "0.15 - 0.05 log(c / c*), normal noise",
+                  lambda u: BOUNDARY_LEVEL - 0.05 * u, lambda r, s: r.standard_normal(s)),
+    BoundaryTruth("log-linear-skewed", "0.15 - 0.05 log(c / c*), Exp(1) - 1 noise (skewness 2)",
+                  lambda u: BOUNDARY_LEVEL - 0.05 * u, _centred_exponential),
+    BoundaryTruth("logistic", "0.3 / (1 + (c / c*)^2), normal noise",
+                  lambda u: 2 * BOUNDARY_LEVEL / (1.0 + np.exp(2.0 * u)),
+                  lambda r, s: r.standard_normal(s)),
+)  # fmt: skip
+
+
+def boundary_values(truth: BoundaryTruth, seeds: int, rng: np.random.Generator) -> np.ndarray:
+    """One replicate's per-cell values (seeds, along, across) of ``truth``: the curve, a
+    seed's offset shared by its cells, and each cell's own noise."""
+    along, across = np.array(BOUNDARY_ALONG), np.array(BOUNDARY_ACROSS)
+    star = 0.4 * (along / along[0]) ** BOUNDARY_SLOPE
+    mean = truth.curve(np.log(across[None, :] / star[:, None]))
+    shared = BOUNDARY_SEED_SD * truth.noise(rng, (seeds, 1, 1))
+    return mean[None] + shared + BOUNDARY_CELL_SD * truth.noise(rng, (seeds, *mean.shape))
+
+
+def boundary_case(truth: BoundaryTruth, n: int, levels: Sequence[float],
+                  reps: int = BOUNDARY_REPETITIONS) -> np.ndarray:  # fmt: skip
+    """Per level: [covered, missed below, missed above, no interval] of the boundary slope's
+    interval (:func:`attnsvm.claims.boundary.boundary_fit`, the ledger's own) on ``reps``
+    replicates of n seeds of ``truth`` (counts)."""
+    rng = case_rng("boundary", truth.name, n)
+    out = np.zeros((len(levels), 4), dtype=np.int64)
+    along, across = np.array(BOUNDARY_ALONG), np.array(BOUNDARY_ACROSS)
+    for _ in range(reps):
+        values = boundary_values(truth, n, rng)
+        seed = int(rng.integers(0, 2**63))
+        _, slopes = BD.bootstrap(along, across, values, BOUNDARY_LEVEL, True, seed)
+        for i, level in enumerate(levels):
+            lo, hi = BD.slope_interval(slopes, level, n)
+            if math.isnan(lo):  # no interval: the ledger says INCONCLUSIVE
+                out[i, 3] += 1
+            elif lo > BOUNDARY_SLOPE:
+                out[i, 1] += 1
+            elif hi < BOUNDARY_SLOPE:
+                out[i, 2] += 1
+            else:
+                out[i, 0] += 1
+    return out
+
+
+def build_boundary_table(sizes: Sequence[int] = BOUNDARY_SIZES,
+                         reps: int = BOUNDARY_REPETITIONS,
+                         progress: Callable | None = None) -> dict[str, Any]:  # fmt: skip
+    """The boundary's part of the calibration table: per truth, level and size the coverage
+    among the replicates with an interval, and the share without one."""
+    levels = list(BOUNDARY_LEVELS)
+    cover = np.zeros((len(BOUNDARY_TRUTHS), len(levels), len(sizes)))
+    none = np.zeros_like(cover)
+    for j, n in enumerate(sizes):
+        for t, truth in enumerate(BOUNDARY_TRUTHS):
+            t0 = time.perf_counter()
+            hits = boundary_case(truth, n, levels, reps)
+            cover[t, :, j] = hits[:, 0] / np.maximum(reps - hits[:, 3], 1)
+            none[t, :, j] = hits[:, 3] / reps
+            if progress:
+                progress(f"boundary n={n} {truth.name}: {time.perf_counter() - t0:.1f} s")
+    return {
+        "method": S.BOUNDARY,
+        "resamples": BD.BOOTSTRAP,
+        "repetitions": reps,
+        "seed": SEED,
+        "design": {"along": list(BOUNDARY_ALONG), "across": list(BOUNDARY_ACROSS),
+                   "level": BOUNDARY_LEVEL, "slope": BOUNDARY_SLOPE,
+                   "seed_sd": BOUNDARY_SEED_SD, "cell_sd": BOUNDARY_CELL_SD},
+        "truths": {t.name: t.text for t in BOUNDARY_TRUTHS},
+        "levels": levels,
+        "sizes": list(sizes),
+        "coverage": {t.name: _rounded(cover[i]) for i, t in enumerate(BOUNDARY_TRUTHS)},
+        "no_interval": {t.name: _rounded(none[i]) for i, t in enumerate(BOUNDARY_TRUTHS)},
+        "n_min": [n_min(cover[:, i, :], sizes, lv) for i, lv in enumerate(levels)],
+    }  # fmt: skip
 
 
 # --------------------------------------------------------------------------- exact methods
@@ -217,9 +331,13 @@ class Case:
                    basis.get("q"))  # fmt: skip
 
 
-def check_case(case: Case, reps: int = REPETITIONS) -> dict[str, Any]:
-    """The coverage of one case (exact, or simulated for the mean), the nominal level, the
-    Monte Carlo standard error and whether it is calibrated."""
+def check_case(case: Case, reps: int | None = None) -> dict[str, Any]:
+    """The coverage of one case (exact, or simulated for the mean and the boundary: ``reps``
+    repetitions, by default the table's), the nominal level, the Monte Carlo standard error
+    and whether it is calibrated. A boundary's coverage counts the replicates that have an
+    interval (the others are INCONCLUSIVE in the ledger; ``no_interval`` gives their share)."""
+    if reps is None:
+        reps = BOUNDARY_REPETITIONS if case.method == S.BOUNDARY else REPETITIONS
     out: dict[str, Any] = {"method": case.method, "n": case.n, "level": case.level}
     floor = case.level - table.TOLERANCE
     if case.method == S.SHARE:
@@ -229,6 +347,15 @@ def check_case(case: Case, reps: int = REPETITIONS) -> dict[str, Any]:
         cov = quantile_coverage(case.n, case.q if case.q is not None else 0.5, case.level)
         out.update(q=case.q, coverage={"exact": cov}, se=0.0,
                    ok=bool(cov is not None and cov >= floor))  # fmt: skip
+    elif case.method == S.BOUNDARY:
+        covs, none = {}, {}
+        for truth in BOUNDARY_TRUTHS:
+            hits = boundary_case(truth, case.n, [case.level], reps)[0]
+            covs[truth.name] = float(hits[0] / max(reps - hits[3], 1))
+            none[truth.name] = float(hits[3] / reps)
+        se = math.sqrt(case.level * (1 - case.level) / reps)
+        out.update(coverage=covs, no_interval=none, se=se, repetitions=reps,
+                   ok=bool(all(c >= floor for c in covs.values())))  # fmt: skip
     else:
         covs = {}
         for dist in DISTRIBUTIONS:
@@ -343,6 +470,23 @@ def table_summary() -> list[str]:
         worst = min(min(c[i][j:]) for c in mean["coverage"].values())
         floor = level - table.TOLERANCE
         lines.append(f"  level {level:.6g}: calibrated from {need} values (lowest coverage "
+                     f"from there on {worst:.4f}, floor {floor:.4f})")  # fmt: skip
+    bd = table.load()["methods"]["boundary"]
+    along = ", ".join(f"{a:g}" for a in bd["design"]["along"])
+    lines.append(
+        f"boundary slope ({bd['method']}, {bd['resamples']} resamples): {bd['repetitions']} "
+        f"repetitions per case on b18_magen's grid (n {along}; "
+        f"{len(bd['design']['across'])} SNRs), truths " + "; ".join(bd["truths"].values())
+    )
+    for i, level in enumerate(bd["levels"]):
+        need = bd["n_min"][i]
+        if need is None:
+            lines.append(f"  level {level:.6g}: not calibrated at any tabled number of seeds")
+            continue
+        j = bd["sizes"].index(need)
+        worst = min(min(c[i][j:]) for c in bd["coverage"].values())
+        floor = level - table.TOLERANCE
+        lines.append(f"  level {level:.6g}: calibrated from {need} seeds (lowest coverage "
                      f"from there on {worst:.4f}, floor {floor:.4f})")  # fmt: skip
     return lines
 

@@ -193,6 +193,8 @@ def _n_needed(bases: Sequence[dict]) -> int | None:
             m = table.mean_n_min(b["level"])
         elif b["method"] == S.QUANTILE:
             m = table.quantile_n_min(b.get("q") or 0.5, b["level"])
+        elif b["method"] == S.BOUNDARY:
+            m = table.boundary_n_min(b["level"])
         else:
             continue
         if m is None:

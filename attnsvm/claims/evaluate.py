@@ -26,6 +26,7 @@ import xarray as xr
 from attnsvm import codes
 from attnsvm.claims import boundary as B
 from attnsvm.claims import stats as S
+from attnsvm.claims import table
 from attnsvm.claims.spec import CATEGORICAL, Point, select_points, trend_values
 from attnsvm.config.claims import ClaimModel, baseline_claim, condition, holds
 from attnsvm.sweep.summary import cell_values
@@ -490,14 +491,19 @@ def _boundary(claim, samples, seed, axes, points) -> Outcome:
         iv = S.Interval(*b, claim.confidence, method, len(seeds))
         rows.append(_row("group", f"{claim.across}* at {claim.along}={a}", iv, members,
                          point={claim.along: a}))  # fmt: skip
-    if len(seeds) < B.MIN_SEEDS:
-        why = f"{method}: no interval below {B.MIN_SEEDS} seeds"
-    elif not math.isfinite(fit["slope_lo"]):
+    need = table.boundary_n_min(claim.confidence)
+    lo, hi = fit["slope_lo"], fit["slope_hi"]
+    if need is None or len(seeds) < max(need, B.MIN_SEEDS):
+        lo = hi = math.nan
+        why = f"{method}: no calibrated boundary interval at {claim.confidence:.4g}" + (
+            "" if need is None else f" below {max(need, B.MIN_SEEDS)} seeds"
+        )
+    elif math.isnan(lo):
         why = f"{method}; the boundary lies outside the grid in {fit['undefined']:.0%} of them"
     else:
         why = method
-    iv = S.Interval(fit["slope"], fit["slope_lo"], fit["slope_hi"], claim.confidence, why,
-                    len(seeds))  # fmt: skip
+    basis = ({"method": S.BOUNDARY, "n": len(seeds), "level": claim.confidence},)
+    iv = S.Interval(fit["slope"], lo, hi, claim.confidence, why, len(seeds), basis)
     label = f"slope of log {claim.across}* against log {claim.along}"
     head = _row("fit", label, iv, samples, S.verdict(iv.lo, iv.hi, claim.op, claim.threshold))
     return Outcome(head.verdict, head, [*rows, head])

@@ -55,6 +55,8 @@ MIN_TAIL_RESAMPLES = 5
 MEAN = "studentized bootstrap"
 QUANTILE = "order statistics"
 SHARE = "exact binomial"
+#: the boundary slope's percentile bootstrap over seeds (:mod:`attnsvm.claims.boundary`)
+BOUNDARY = "boundary percentile bootstrap"
 
 #: ``(values, axis) -> aggregate``; ``values``: the per-seed values (0/1 for a share)
 Aggregate = Callable[[np.ndarray, int], np.ndarray]

@@ -3,7 +3,8 @@
 The ledger says PASS or FAIL only from an interval whose method is calibrated at its number of
 values and level (docs/science.md §13): measured coverage at least the nominal level minus
 :data:`TOLERANCE`. For the mean (the studentized bootstrap of :mod:`attnsvm.claims.stats`)
-that is measured by simulation and stored in ``calibration.json`` next to this module,
+and for the slope of a boundary (:mod:`attnsvm.claims.boundary`, a percentile bootstrap
+over seeds) that is measured by simulation and stored in ``calibration.json`` next to this module,
 written by ``attnsvm claims --calibrate --write`` (:mod:`attnsvm.claims.calibration`); this
 module only reads it. The order-statistic and exact binomial intervals are exact by
 construction: their smallest sizes are computed, not looked up.
@@ -46,11 +47,19 @@ def _level_row(levels: list[float], confidence: float) -> int | None:
 def mean_n_min(confidence: float) -> int | None:
     """The smallest number of values at which the mean's interval is calibrated at
     ``confidence`` (module docstring); None where no size is."""
-    mean = load()["methods"]["mean"]
-    i = _level_row(mean["levels"], confidence)
-    if i is None:
-        return None
-    return mean["n_min"][i]
+    return _n_min("mean", confidence)
+
+
+def boundary_n_min(confidence: float) -> int | None:
+    """The fewest seeds at which a boundary slope's interval is calibrated at ``confidence``
+    (on the table's design, docs/science.md §13); None where no size is."""
+    return _n_min("boundary", confidence)
+
+
+def _n_min(method: str, confidence: float) -> int | None:
+    entry = load()["methods"][method]
+    i = _level_row(entry["levels"], confidence)
+    return None if i is None else entry["n_min"][i]
 
 
 @functools.cache
