@@ -101,6 +101,82 @@ def test_signal_noise_cells_regenerate_from_the_docs(tmp_path):
             assert float(cell["bayes_err"]) == pytest.approx(0.3 + 0.4 * q, rel=1e-15)
 
 
+def weakly_relevant(seed, stream, n, T, d, norm, rho, flip):
+    """docs/science.md §1 / §15, eq. (15.4)-(15.6): X and the stored labels Y."""
+    mu_pos, mu_neg = np.zeros(d), np.zeros(d)
+    mu_pos[0], mu_neg[1] = norm, norm
+    y = np.where(np.arange(n) < n // 2, 1.0, -1.0)
+    X = rng(seed, stream).standard_normal((n, T, d))
+    X[:, 0] += np.where(y[:, None] > 0, mu_pos, mu_neg)
+    X[:, 1] += rho * np.where(y[:, None] > 0, mu_pos, mu_neg)
+    X[:, 2] += rho * np.where(y[:, None] > 0, mu_neg, mu_pos)
+    half = int(np.ceil(n * flip)) // 2
+    i = np.arange(n)
+    flipped = (i < half) | ((n // 2 <= i) & (i < n // 2 + half))
+    return X, np.where(flipped, -y, y), flipped
+
+
+def test_weakly_relevant_cells_regenerate_from_the_docs(tmp_path):
+    """§15, "Sakamoto & Sato's own setting": tokens, the fixed labels and flips, the query
+    e_1, the fixed head nu; the clean test sample from stream 2 through the Bayes
+    classifier's stored test error (the sign of <x_1 + rho (x_2 - x_3), e_1 - e_2>, (15.9))."""
+    fixed = {"generator": "weakly_relevant", "n": 10, "T": 4, "d": 8, "rho": 0.1,
+             "label_flip": 0.3, "n_test": 40, "param": "KQ", "init": "kaiming_q0",
+             "optimizer": "plain", "lr": 0.005, "ridge": 0.0, "iterations": 4,
+             "checkpoint_count": 2}  # fmt: skip
+    sweep = write_sweep(tmp_path, "b17", fixed, {"signal_norm": [1.0, 4.0]}, seeds=2)
+    for norm in (1.0, 4.0):
+        for seed in range(2):
+            cell = sweep.sel(signal_norm=norm, seed=seed)
+            X, Y, flipped = weakly_relevant(seed, 0, 10, 4, 8, norm, 0.1, 0.3)
+            assert np.array_equal(cell["X"].values, X) and np.array_equal(cell["Y"].values, Y)
+            assert np.array_equal(cell["Z"].values, np.tile(np.eye(8)[0], (10, 1)))
+            nu = (np.eye(8)[0] - np.eye(8)[1]) * norm
+            assert np.array_equal(cell["v"].values, nu / np.linalg.norm(nu) / norm)
+            assert float(cell["flip_share"]) == np.mean(flipped) == 0.2  # 2 floor(3 / 2) of 10
+            Xt, Yt, ft = weakly_relevant(seed, 2, 40, 4, 8, norm, 0.1, 0.0)
+            assert not ft.any() and float(cell["test_flip_share"]) == 0.0
+            r = Xt[:, 0] + 0.1 * (Xt[:, 1] - Xt[:, 2])
+            bayes = np.where(r[:, 0] - r[:, 1] >= 0, 1.0, -1.0)
+            assert float(cell["test_err_bayes"]) == np.mean(bayes * Yt <= 0)
+
+
+def magen(seed, stream, n, d, snr, flip):
+    """docs/science.md §15, eq. (15.10)-(15.11): X, the stored labels Y, flipped."""
+    g = rng(seed, stream)
+    clean = np.where(g.random(n) < 0.5, 1.0, -1.0)
+    noise = g.standard_normal((n, d)) / np.sqrt(d)
+    noise[:, :2] = 0.0
+    X = np.zeros((n, 2, d))
+    X[:, 0, 0] = np.where(clean > 0, snr, 0.0)
+    X[:, 0, 1] = np.where(clean > 0, 0.0, snr)
+    X[:, 1] = noise
+    flipped = g.random(n) < flip
+    return X, np.where(flipped, -clean, clean), flipped
+
+
+def test_magen_cells_regenerate_from_the_docs(tmp_path):
+    """§15, "Magen et al.'s own setting": the noise-free signal token, the noise token off
+    e_1 and e_2, the flips and the query e_1; the test sample from stream 2 through the
+    stored flip share and the Bayes classifier's test error (the clean label, (15.12))."""
+    fixed = {"generator": "magen", "T": 2, "d": 12, "n": 9, "label_flip": 0.2, "n_test": 50,
+             "param": "W", "train_head": True, "optimizer": "plain", "lr": 10.0,
+             "init": "zero", "iterations": 2, "checkpoint_count": 2}  # fmt: skip
+    sweep = write_sweep(tmp_path, "b18", fixed, {"snr": [0.3, 1.2]}, seeds=2)
+    for snr in (0.3, 1.2):
+        for seed in range(2):
+            cell = sweep.sel(snr=snr, seed=seed)
+            X, Y, flipped = magen(seed, 0, 9, 12, snr, 0.2)
+            assert np.array_equal(cell["X"].values, X) and np.array_equal(cell["Y"].values, Y)
+            assert np.array_equal(cell["Z"].values, np.tile(np.eye(12)[0], (9, 1)))
+            assert float(cell["flip_share"]) == np.mean(flipped)
+            assert float(cell["bayes_err"]) == 0.2
+            Xt, Yt, ft = magen(seed, 2, 50, 12, snr, 0.2)
+            assert float(cell["test_flip_share"]) == np.mean(ft)
+            clean = np.where(Xt[:, 0, 0] > 0, 1.0, -1.0)
+            assert float(cell["test_err_bayes"]) == np.mean(clean * Yt <= 0) == np.mean(ft)
+
+
 @pytest.mark.parametrize(
     ("generator", "attention"), [("gaussian", "cross"), ("gaussian", "self"), ("relu", "cross"),
                                  ("orthonormal", "cross")],
