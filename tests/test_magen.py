@@ -260,3 +260,12 @@ def test_magen_plane_figure_draws_the_located_boundary(tmp_path) -> None:
                   np.nan)  # fmt: skip
     np.testing.assert_allclose(got, x)
     plt.close(fig)
+    # the caption states the boundary the panel draws (from the summary's means), not a
+    # number per grid point
+    from attnsvm.report.captions import fmt
+
+    caption = (tmp_path / "magen_plane.caption.rst").read_text()
+    (line,) = [ln for ln in caption.splitlines() if "min-norm interpolator: SNR" in ln]
+    for n, b in zip((8, 16), want["bounds"], strict=True):
+        assert f"n = {n}: {fmt(b)}" in line, line
+    assert "snr = 0.1, n = 8" not in caption

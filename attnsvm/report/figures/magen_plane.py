@@ -107,16 +107,38 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
 
 
 def numbers(summary: xr.Dataset) -> list[str]:
-    """Mean test errors of two GD steps, of the min-norm interpolator and of the Bayes
-    classifier at every grid point (the figure's cells are per-cell differences of these)."""
-    over = [a for a in ("snr", "n", "lr") if a in summary.dims]
-    return [
-        "mean test error of two GD steps: " + captions.per_point(summary, "test_err_mean", over),
-        "of the min-norm interpolator: "
-        + captions.per_point(summary, "test_err_minnorm_mean", over),
-        "of the Bayes-optimal classifier: "
-        + captions.per_point(summary, "test_err_bayes_mean", over),
-    ]
+    """What the panels show, from the summary's means over the seeds: per panel the SNR where
+    the mean excess falls to :data:`LEVEL` at each n (eq. (15.14)), the fitted C and the
+    slope of log SNR* against log n; and the range of the Bayes classifier's test error (the
+    test samples' flip share), the level the excess is measured from."""
+    snrs = np.asarray([float(v) for v in sd.grid_values(summary, "snr")], float)
+    ns = np.asarray([float(v) for v in sd.grid_values(summary, "n")], float)
+    if "test_err_bayes_mean" not in summary or len(snrs) < 2 or not len(ns):
+        return []
+    bayes = summary["test_err_bayes_mean"]
+    out = []
+    for name, title, point in _panels(summary):
+        if f"{name}_mean" not in summary:
+            continue
+        diff = sd.select(summary[f"{name}_mean"] - bayes, **point)
+        over = [dim for dim in diff.dims if dim not in ("n", "snr")]
+        diff = diff.mean(dim=over) if over else diff
+        bounds = B.boundaries(ns, snrs, diff.transpose("n", "snr").values, LEVEL, True)
+        ok = np.isfinite(bounds)
+        at = "; ".join(f"n = {n:g}: {captions.fmt(b)}" for n, b in zip(ns, bounds, strict=True))
+        line = f"{title}: SNR* where the mean excess falls to {LEVEL:g}: {at}"
+        if ok.any():
+            c = float(np.exp(np.mean(np.log(bounds[ok]) + 0.5 * np.log(ns[ok]))))
+            line += f"; C = {c:.2g}"
+        if ok.all() and len(ns) > 1:
+            line += f"; slope of log SNR* against log n {B.log_slope(ns, bounds):.2f}"
+        out.append(line)
+    lo, hi = float(bayes.min()), float(bayes.max())
+    out.append("the Bayes-optimal classifier's test error (the test samples' flip share): "
+               + (captions.fmt(lo) if captions.fmt(lo) == captions.fmt(hi)
+                  else f"{captions.fmt(lo)} to {captions.fmt(hi)}")
+               + " over the grid")  # fmt: skip
+    return out
 
 
 FIGURE = Figure(
