@@ -100,6 +100,7 @@ def test_the_tables_smallest_sizes_follow_from_its_coverage():
             j = bd["sizes"].index(need)
             assert cover[:, i, j:].min() >= level - table.TOLERANCE
             assert table.boundary_n_min(level) == need
+    assert table.boundary_n_min(0.98) is None  # between two tabled levels: not vouched for
     assert math.sqrt(0.95 * 0.05 / bd["repetitions"]) < table.TOLERANCE / 2
 
 

@@ -47,19 +47,21 @@ def _level_row(levels: list[float], confidence: float) -> int | None:
 def mean_n_min(confidence: float) -> int | None:
     """The smallest number of values at which the mean's interval is calibrated at
     ``confidence`` (module docstring); None where no size is."""
-    return _n_min("mean", confidence)
+    mean = load()["methods"]["mean"]
+    i = _level_row(mean["levels"], confidence)
+    if i is None:
+        return None
+    return mean["n_min"][i]
 
 
 def boundary_n_min(confidence: float) -> int | None:
     """The fewest seeds at which a boundary slope's interval is calibrated at ``confidence``
-    (on the table's design, docs/science.md §13); None where no size is."""
-    return _n_min("boundary", confidence)
-
-
-def _n_min(method: str, confidence: float) -> int | None:
-    entry = load()["methods"][method]
-    i = _level_row(entry["levels"], confidence)
-    return None if i is None else entry["n_min"][i]
+    (on the table's design, docs/science.md §13); None where no size is, and at a level the
+    table does not have: its smallest sizes need not grow with the level, so a level between
+    two of its levels is not vouched for by either."""
+    entry = load()["methods"]["boundary"]
+    exact = [i for i, lv in enumerate(entry["levels"]) if abs(lv - confidence) < 1e-9]
+    return entry["n_min"][exact[0]] if exact else None
 
 
 @functools.cache
