@@ -257,6 +257,12 @@ def test_phase_diagram_figure_draws_the_grid_means(tmp_path):
             for j, norm in enumerate(grid["signal_norm"]):
                 values = sweep[name].sel(d=d, signal_norm=norm).values
                 assert shown[i, j] == pytest.approx(np.mean(values), rel=1e-12)
+    # one panel of curves per chosen signal norm (no curve of one norm drawn over another's)
+    curves = [ax for ax in plotted.axes if "SNR" in ax.get_title(loc="left")]
+    assert len(curves) == 3
+    for ax, norm in zip(curves, (0.5, 4.0, 16.0), strict=True):
+        assert f"SNR {norm / np.sqrt(10):.2g}" in ax.get_title(loc="left")
+        assert len(ax.lines) == len(module.CURVES)
     plt.close(plotted)
 
 

@@ -5,9 +5,10 @@ Grid axes ``d`` and ``signal_norm`` of the generator weakly_relevant (other axes
 (a) the final training loss and (b) the final test loss (clean test labels), mean over seeds
 per grid point, as heat maps over the dimension d (rows) and the signal norm ||mu||
 (columns); each cell is annotated with its mean and its SNR ``||mu|| / sqrt(d)``. Their
-diagram is the same two heat maps over d in 250..5000 and ||mu|| in 5..100. (c) the test
-error, training error and flipped labels fit over the iterations at the largest d, for the
-lowest, middle and highest ||mu|| (memorization, and generalization before or after it).
+diagram is the same two heat maps over d in 250..5000 and ||mu|| in 5..100. (c)-(e) the test
+error, training error and flipped labels fit over the iterations at the largest d, one panel
+each for the lowest, middle and highest ||mu|| (memorization, and generalization before or
+after it; one panel per ||mu|| so that no curve hides another).
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ from attnsvm.report.figures import Figure
 
 VARIABLES = ("loss", "test_loss")
 PANELS = (("loss", "a", "final training loss"), ("test_loss", "b", "final test loss"))
-#: the curves of panel (c): name -> (label, colour)
+#: the curves of panels (c)-(e): name -> (label, colour, line style, width); styles and
+#: widths keep two curves on the same values (e.g. both at 0) visible: each later one is
+#: thinner and dashed, over the earlier
 CURVES = {
-    "curve_test_err": ("test error", style.PALETTE[0]),
-    "curve_train_err": ("training error", style.PALETTE[1]),
-    "curve_flip_fit": ("flipped labels fit", style.PALETTE[2]),
+    "curve_test_err": ("test error", style.PALETTE[0], "-", 2.4),
+    "curve_train_err": ("training error", style.PALETTE[1], "--", 1.6),
+    "curve_flip_fit": ("flipped labels fit", style.PALETTE[2], (0, (2, 1.5)), 1.1),
 }
-#: line styles of panel (c)'s signal norms, lowest first
-NORM_STYLES = ("-", "--", ":")
+#: the layout: the two heat maps above, one panel per signal norm of :func:`curve_norms` below
+MOSAIC = [["a", "a", "a", "b", "b", "b"], ["c", "c", "d", "d", "e", "e"]]
 
 
 def mean_grid(sweep: xr.Dataset, name: str) -> xr.DataArray:
@@ -46,35 +49,37 @@ def _axis_values(sweep: xr.Dataset, axis: str) -> np.ndarray:
 
 
 def curve_norms(norms: np.ndarray) -> list[float]:
-    """The signal norms of panel (c): the lowest, the middle one and the highest (distinct)."""
+    """The signal norms of panels (c)-(e): the lowest, the middle one and the highest
+    (distinct)."""
     ordered = np.sort(norms)
     return list(dict.fromkeys(float(v) for v in (ordered[0], ordered[len(ordered) // 2],
                                                  ordered[-1])))  # fmt: skip
 
 
-def _over_iterations(ax, sweep: xr.Dataset, summary: xr.Dataset, d: float, norms) -> None:
+def _over_iterations(ax, sweep: xr.Dataset, summary: xr.Dataset, d: float, norm: float) -> None:
     """Medians and interquartile bands over seeds of the test error, training error and
-    flipped labels fit against the iteration, at the largest d and :func:`curve_norms`."""
+    flipped labels fit against the iteration, at ``d`` and the signal norm ``norm``."""
     x = sd.iterations_of(sweep)
-    for norm, ls in zip(curve_norms(norms), NORM_STYLES, strict=False):
-        for name, (label, color) in CURVES.items():
-            if f"{name}_q50" not in summary:
-                continue
-            mid, lo, hi = sd.quantile_band(summary, name, d=d, signal_norm=norm)
-            snr = norm / np.sqrt(d)
-            style.draw_band(ax, x, mid, lo, hi, color, f"{label}, SNR {snr:.2g}", ls)
+    for name, (label, color, ls, width) in CURVES.items():
+        if f"{name}_q50" not in summary:
+            continue
+        mid, lo, hi = sd.quantile_band(summary, name, d=d, signal_norm=norm)
+        style.draw_band(ax, x, mid, lo, hi, color, label, ls, lw=width)
     ax.set_xscale("log")
+    ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("iteration $k$")
-    ax.set_ylabel("share of examples")
 
 
 def plot(sweep: xr.Dataset, summary: xr.Dataset):
-    """(a, b) means over seeds (pooled over any other axis) of the sweep's ok cells; (c)
+    """(a, b) means over seeds (pooled over any other axis) of the sweep's ok cells; (c)-(e)
     quantiles over seeds from the summary."""
     ds = _axis_values(sweep, "d")
     norms = _axis_values(sweep, "signal_norm")
-    fig, axes = style.new_figure(1, 3, width=style.WIDTH * 1.5, height=2.8)
-    for ax, (name, letter, title) in zip(axes[:2], PANELS, strict=True):
+    fig, _ = style.new_figure(1, 1, width=style.WIDTH * 1.5, height=5.0)
+    fig.clear()
+    axes = fig.subplot_mosaic(MOSAIC)
+    for name, letter, title in PANELS:
+        ax = axes[letter]
         grid = np.asarray(mean_grid(sweep, name).values, float).reshape(len(ds), len(norms))
         finite = grid[np.isfinite(grid)]
         vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
@@ -94,14 +99,27 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         ax.set_ylabel("d")
         style.panel_label(ax, letter, title)
         fig.colorbar(im, ax=ax, label=title)
-    _over_iterations(axes[2], sweep, summary, float(ds.max()), norms)
-    style.panel_label(axes[2], "c", f"over the iterations, d = {ds.max():g}")
-    style.outside_legend(fig, [axes[2]], loc="outside right upper", fontsize=6)
+    d = float(ds.max())
+    chosen = curve_norms(norms)
+    curve_axes = [axes[k] for k in "cde"]
+    for k, ax in enumerate(curve_axes):
+        if k >= len(chosen):
+            ax.set_axis_off()  # fewer distinct signal norms than panels
+            continue
+        _over_iterations(ax, sweep, summary, d, chosen[k])
+        title = f"d = {d:g}, SNR {chosen[k] / np.sqrt(d):.2g}"
+        style.panel_label(ax, "cde"[k], title)
+        if k:
+            ax.sharey(curve_axes[0])
+            ax.tick_params(labelleft=False)
+        else:
+            ax.set_ylabel("share of examples")
+    style.outside_legend(fig, curve_axes[:1], loc="outside lower center", ncol=len(CURVES))
     notes = style.notes_text(
-        "(c) line: median, band: interquartile range",
+        "(c)-(e) line: median, band: interquartile range",
         [
             "(a, b) cells: mean over seeds at the last step, with the SNR ||mu||/sqrt(d) in "
-            "brackets; (c) the lowest, middle and highest ||mu|| (solid, dashed, dotted)",
+            "brackets; (c)-(e) the lowest, middle and highest ||mu|| at the largest d",
             "training loss on the stored (noisy) labels, test loss on clean labels; d scaled "
             "down from their 250..5000 (docs/science.md §15)",
         ],
@@ -135,7 +153,7 @@ FIGURE = Figure(
         "Their diagram: at a high SNR ||mu||/sqrt(d) the noisy labels are not fit (training "
         "loss stays high) and the test loss is low; at a low SNR the noisy labels are fit "
         "(training loss low), with a low test loss (benign) down to a point and a high one "
-        "below it (harmful); in (c) their delayed generalization is the test error falling "
+        "below it (harmful); in (c)-(e) their delayed generalization is the test error falling "
         "after the flipped labels are fit, docs/science.md §15."
     ),
     plot=plot,
