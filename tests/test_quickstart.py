@@ -289,6 +289,7 @@ class Cover:
 
 _SELF = "the suite itself: CI runs this very line (.ci/run)"
 _PAPER = "config/paper.yaml is hours of CPU: planned in full (--dry-run), not run"
+_BEYOND = "config/beyond.yaml is about 2 CPU-hours: planned in full (--dry-run), not run"
 #: a command that refuses (results that do not exist here): any non-zero exit, no traceback
 REFUSES = tuple(range(1, 256))
 
@@ -426,6 +427,12 @@ COVERAGE: dict[str, Cover] = {
         "snakemake --workflow-profile workflow/profiles/default --cores 2 --configfile"
         " config/paper.yaml --dry-run",
         _PAPER,
+    ),
+    "snakemake --cores 2 --configfile config/beyond.yaml": Cover(
+        "snakemake --cores 2 --configfile config/beyond.yaml --dry-run", _BEYOND
+    ),
+    "attnsvm claims --configfile config/beyond.yaml": Cover(
+        None, "refuses: the beyond run has not run here", REFUSES
     ),
     # docs/store.md
     "attnsvm status --failed-paths": Cover(),
