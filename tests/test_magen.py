@@ -143,13 +143,14 @@ def test_boundary_interval_covers_the_truth() -> None:
     assert covered >= 34
 
 
-def test_boundary_claim_in_the_ledger_passes_and_its_shuffled_baseline_fails() -> None:
+def _boundary_entry(n: np.ndarray, c: np.ndarray, values: np.ndarray) -> dict:
+    """The ledger entry of a boundary claim (slope in [-0.75, -0.25] at level 0.15, baseline:
+    the values shuffled across n) on ``values`` (seeds, n, snr) as a sweep."""
     import xarray as xr
 
     from attnsvm.claims.evaluate import evaluate_claim
     from attnsvm.config.claims import BoundaryClaim
 
-    n, c, values, _ = _synthetic(-0.5)
     vals = values.transpose(1, 2, 0)  # (n, snr, seed)
     sweep = xr.Dataset(
         {"excess": (("n", "snr", "seed"), vals),
@@ -162,7 +163,11 @@ def test_boundary_claim_in_the_ledger_passes_and_its_shuffled_baseline_fails() -
         across="snr", level=0.15, op="between", threshold=[-0.75, -0.25],
         baseline={"name": "no n dependence", "null_model": "shuffle"},
     )  # fmt: skip
-    entry = evaluate_claim(sweep, claim, "exp")
+    return evaluate_claim(sweep, claim, "exp")
+
+
+def test_boundary_claim_in_the_ledger_passes_and_its_shuffled_baseline_fails() -> None:
+    entry = _boundary_entry(*_synthetic(-0.5)[:3])
     assert entry["verdict"] == "PASS"
     assert entry["control"]["verdict"] != "PASS"
 
@@ -170,27 +175,10 @@ def test_boundary_claim_in_the_ledger_passes_and_its_shuffled_baseline_fails() -
 def test_boundary_claim_below_its_calibrated_seeds_is_inconclusive() -> None:
     """Fewer seeds than the calibration table calibrates the boundary's interval at: no
     interval, INCONCLUSIVE with the reason, although the estimate is the true slope's."""
-    import xarray as xr
-
     from attnsvm.claims import table
-    from attnsvm.claims.evaluate import evaluate_claim
-    from attnsvm.config.claims import BoundaryClaim
 
     seeds = table.boundary_n_min(0.95) - 1
-    n, c, values, _ = _synthetic(-0.5, seeds=seeds)
-    vals = values.transpose(1, 2, 0)
-    sweep = xr.Dataset(
-        {"excess": (("n", "snr", "seed"), vals),
-         "status": (("n", "snr", "seed"), np.zeros(vals.shape, dtype=np.int8))},
-        coords={"n": n.astype(int), "snr": c, "seed": np.arange(seeds)},
-        attrs={"axes": ["n", "snr"]},
-    )  # fmt: skip
-    claim = BoundaryClaim(
-        kind="boundary", name="b", statement="s", theory="t", variable="excess", along="n",
-        across="snr", level=0.15, op="between", threshold=[-0.75, -0.25],
-        baseline={"name": "no n dependence", "null_model": "shuffle"},
-    )  # fmt: skip
-    entry = evaluate_claim(sweep, claim, "exp")
+    entry = _boundary_entry(*_synthetic(-0.5, seeds=seeds)[:3])
     assert entry["verdict"] == "INCONCLUSIVE"
     head = entry["rows"][-1]
     assert "no calibrated boundary interval at 0.95 below" in head["method"], head

@@ -225,12 +225,18 @@ BOUNDARY_TRUTHS = (
 )  # fmt: skip
 
 
+@functools.cache
+def boundary_curve(truth: BoundaryTruth) -> np.ndarray:
+    """The mean value (along, across) of ``truth`` on the design's grid."""
+    along, across = np.array(BOUNDARY_ALONG), np.array(BOUNDARY_ACROSS)
+    star = 0.4 * (along / along[0]) ** BOUNDARY_SLOPE
+    return truth.curve(np.log(across[None, :] / star[:, None]))
+
+
 def boundary_values(truth: BoundaryTruth, seeds: int, rng: np.random.Generator) -> np.ndarray:
     """One replicate's per-cell values (seeds, along, across) of ``truth``: the curve, a
     seed's offset shared by its cells, and each cell's own noise."""
-    along, across = np.array(BOUNDARY_ALONG), np.array(BOUNDARY_ACROSS)
-    star = 0.4 * (along / along[0]) ** BOUNDARY_SLOPE
-    mean = truth.curve(np.log(across[None, :] / star[:, None]))
+    mean = boundary_curve(truth)
     shared = BOUNDARY_SEED_SD * truth.noise(rng, (seeds, 1, 1))
     return mean[None] + shared + BOUNDARY_CELL_SD * truth.noise(rng, (seeds, *mean.shape))
 

@@ -36,12 +36,17 @@ def excess(sweep: xr.Dataset, name: str, **point) -> np.ndarray:
     return np.asarray(diff.transpose("seed", "n", "snr").values, float)
 
 
+def log_c(ns: np.ndarray, bounds: np.ndarray) -> float:
+    """``log C`` of ``C / sqrt(n)`` fitted to the located boundaries (slope held at -1/2: the
+    mean of ``log SNR* + log(n) / 2`` over the n that have one; NaN where none has)."""
+    ok = np.isfinite(bounds)
+    return float(np.mean(np.log(bounds[ok]) + 0.5 * np.log(ns[ok]))) if ok.any() else np.nan
+
+
 def located(values: np.ndarray, ns: np.ndarray, snrs: np.ndarray) -> dict:
     """The boundary per n with its band and the fitted ``C / sqrt(n)`` (``log_c``)."""
     fit = B.boundary_fit(ns, snrs, values, LEVEL, True, BAND_CONFIDENCE, BAND_SEED)
-    b = fit["bounds"]
-    ok = np.isfinite(b)
-    fit["log_c"] = float(np.mean(np.log(b[ok]) + 0.5 * np.log(ns[ok]))) if ok.any() else np.nan
+    fit["log_c"] = log_c(ns, fit["bounds"])
     return fit
 
 
@@ -124,13 +129,11 @@ def numbers(summary: xr.Dataset) -> list[str]:
         over = [dim for dim in diff.dims if dim not in ("n", "snr")]
         diff = diff.mean(dim=over) if over else diff
         bounds = B.boundaries(ns, snrs, diff.transpose("n", "snr").values, LEVEL, True)
-        ok = np.isfinite(bounds)
         at = "; ".join(f"n = {n:g}: {captions.fmt(b)}" for n, b in zip(ns, bounds, strict=True))
         line = f"{title}: SNR* where the mean excess falls to {LEVEL:g}: {at}"
-        if ok.any():
-            c = float(np.exp(np.mean(np.log(bounds[ok]) + 0.5 * np.log(ns[ok]))))
-            line += f"; C = {c:.2g}"
-        if ok.all() and len(ns) > 1:
+        if np.isfinite(log_c(ns, bounds)):
+            line += f"; C = {np.exp(log_c(ns, bounds)):.2g}"
+        if np.isfinite(bounds).all() and len(ns) > 1:
             line += f"; slope of log SNR* against log n {B.log_slope(ns, bounds):.2f}"
         out.append(line)
     lo, hi = float(bayes.min()), float(bayes.max())
