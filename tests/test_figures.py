@@ -7,6 +7,7 @@ counts in its caption, and renders from a tiny sweep made by the real pipeline
 from __future__ import annotations
 
 import json
+import warnings
 
 import matplotlib
 
@@ -296,6 +297,34 @@ def test_nan_helpers():
     np.testing.assert_array_equal(count, [2, 0])
     (med,) = nan_quantiles(v, (0.5,))
     np.testing.assert_allclose(med, [2.0, np.nan])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nan_quantiles_equal_numpys(seed):
+    """The one-sort quantiles equal ``np.nanquantile`` per slice (compare_runs's equality:
+    NaN equals NaN, a tie of -0.0 and 0.0 may keep either), on every shape and axis, with
+    NaN, infinities (counted as NaN), ties, empty axes and slices without a finite value."""
+    rng = np.random.default_rng(seed)
+    qs = (0.25, 0.5, 0.75, 0.0, 1.0, 0.1, 0.9)
+    for _ in range(100):
+        shape = tuple(int(k) for k in rng.integers(0, 6, size=rng.integers(1, 4)))
+        axis = int(rng.integers(0, len(shape)))
+        x = rng.standard_normal(shape)
+        if rng.random() < 0.5:
+            x = np.round(x, 1)  # ties
+        u = rng.random(shape)
+        x[u < 0.3] = np.nan
+        x[(u >= 0.3) & (u < 0.35)] = np.inf
+        x[(u >= 0.35) & (u < 0.38)] = -np.inf
+        finite = np.where(np.isfinite(x), x, np.nan)
+        for q, got in zip(qs, nan_quantiles(x, qs, axis=axis), strict=True):
+            if x.shape[axis] == 0:
+                want = np.full(np.delete(x.shape, axis), np.nan)
+            else:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices
+                    want = np.nanquantile(finite, q, axis=axis)
+            np.testing.assert_array_equal(got, want)
 
 
 def test_unknown_figure_name():
