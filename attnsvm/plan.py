@@ -99,7 +99,6 @@ def parse_experiment(
 
 JOB_STARTUP_SECONDS = 3.0
 COLLECT_THREADS = 2  # most processes of a collect job (2 fit any node; workflow/profiles)
-RESULTS_PRIORITY = 10_000  # above any block's priority (one per experiment)
 LOCAL_HOURS_WARN = 12.0
 BLOCK_MINUTES_WARN = 24 * 60
 BLOCK_SLACK_MINUTES = 5  # start-up slack of every block job's runtime request
@@ -132,6 +131,7 @@ class Plan:
         self._digests: dict[str, dict[str, str]] = {}  # block_digests, computed once
         self._cached: set[str] = set()  # experiments whose digests came from their cache
         self._array_minutes: int | None = None  # array_block_minutes, computed once
+        self._block_priorities: dict[tuple[str, str], int] | None = None  # priority, once
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Plan:
@@ -192,16 +192,31 @@ class Plan:
             return self.array_block_minutes()
         return self.block_minutes(exp, block)
 
-    def priority(self, exp: str, results: bool = False) -> int:
-        """Snakemake job priority: experiments in config order, each one's results first.
+    def priority(self, exp: str, block: str | None = None, results: bool = False) -> int:
+        """Snakemake job priority: the longest blocks first, each experiment's results first.
 
-        Blocks of an earlier experiment (config order) run before those of a later one, and
-        an experiment's collect, summary, status table and figures (``results``) outrank every
-        block, so they run as soon as that experiment's own blocks are done instead of after
-        the whole sweep.
+        Blocks run longest predicted first (:meth:`attnsvm.config.grid.Block.predicted_seconds`;
+        ties in config order, then block order): on a few cores the sweep then ends on short
+        blocks instead of waiting for one long block and its experiment's results while the
+        other cores idle (longest processing time first). An experiment's collect and derive
+        (``results``) outrank every block, in config order, so they run as soon as that
+        experiment's own blocks are done instead of after the whole sweep. Computed for
+        every block once per plan.
         """
-        rank = len(self.experiments) - list(self.experiments).index(exp)
-        return rank + (RESULTS_PRIORITY if results else 0)
+        order = self._priorities()
+        if results:
+            return len(order) + len(self.experiments) - list(self.experiments).index(exp)
+        if block is None:
+            raise ValueError("a block job's priority needs its block")
+        return order[(exp, block)]
+
+    def _priorities(self) -> dict[tuple[str, str], int]:
+        if self._block_priorities is None:
+            keys = [(e, b) for e in self._blocks for b in self._blocks[e]]
+            seconds = [self._blocks[e][b].predicted_seconds() for e, b in keys]
+            ranked = sorted(range(len(keys)), key=lambda i: -seconds[i])  # stable: config order
+            self._block_priorities = {keys[i]: len(keys) - r for r, i in enumerate(ranked)}
+        return self._block_priorities
 
     def collect_threads(self, exp: str) -> int:
         """Threads of the collect job of ``exp``: the processes it reads block stores with

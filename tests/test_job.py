@@ -252,9 +252,24 @@ def test_block_log_names_stages_sizes_and_timings(tmp_path):
     assert open_block(out)["status"].values.tolist() == [0, 0]
 
 
-def test_priorities_run_each_experiments_results_before_later_blocks():
-    two = {"experiments": {"a": CONFIG["experiments"]["x"], "b": CONFIG["experiments"]["x"]}}
-    plan = Plan.from_config(two)
-    assert plan.priority("a") > plan.priority("b")  # blocks in config order
-    assert plan.priority("b", results=True) > plan.priority("a")  # results before any block
+def test_priorities_run_the_longest_blocks_first_and_results_before_any_block():
+    """Longest predicted block first, whatever the config order (a sweep on few cores ends on
+    short blocks); every experiment's results outrank every block, in config order."""
+    short = {"fixed": {"n": 3, "T": 3, "d": 3, "iterations": 20}, "seeds": 2}
+    long = {"fixed": {"n": 3, "T": 3, "d": 3}, "seeds": 2, "block_seconds": 0,
+            "grid": {"iterations": [20000, 40000]}}  # fmt: skip
+    plan = Plan.from_config({"experiments": {"a": short, "b": long}})
+    (a,) = plan.blocks("a")
+    b = list(plan.blocks("b"))
+    assert len(b) == 2
+    seconds = {k: plan.blocks("b")[k].predicted_seconds() for k in b}
+    assert min(seconds.values()) > plan.blocks("a")[a].predicted_seconds()  # the known truth
+    assert min(plan.priority("b", k) for k in b) > plan.priority("a", a)
+    ranked = sorted(b, key=lambda k: plan.priority("b", k), reverse=True)
+    assert [seconds[k] for k in ranked] == sorted(seconds.values(), reverse=True)
+    priorities = [plan.priority("a", a)] + [plan.priority("b", k) for k in b]
+    assert len(set(priorities)) == len(priorities)  # one order, no ties left to chance
+    assert plan.priority("b", results=True) > max(priorities)  # results before any block
     assert plan.priority("a", results=True) > plan.priority("b", results=True)
+    with pytest.raises(ValueError, match="needs its block"):
+        plan.priority("a")

@@ -84,7 +84,7 @@ def block_runtime(wildcards):
 
 
 def block_priority(wildcards):
-    return PLAN.priority(wildcards.experiment)
+    return PLAN.priority(wildcards.experiment, wildcards.block)
 
 
 def results_priority(wildcards):

@@ -1,6 +1,6 @@
 # Block jobs (train + solve a block of cells), then per experiment collect (the sweep store)
 # and derive (summary, figures, status table, claims ledger: one process, whose imports are
-# most of its cost). Priorities (attnsvm.plan.Plan.priority): experiments in config order, and
+# most of its cost). Priorities (attnsvm.plan.Plan.priority): the longest blocks first, and
 # each experiment's collect and derive as soon as its own blocks are done.
 
 
