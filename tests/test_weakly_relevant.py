@@ -266,6 +266,35 @@ def test_phase_diagram_figure_draws_the_grid_means(tmp_path):
     plt.close(plotted)
 
 
+@pytest.mark.parametrize("norms", [[1.0, 4.0], [2.0]])
+def test_phase_diagram_has_one_curve_panel_per_signal_norm_and_no_empty_panel(tmp_path, norms):
+    """With fewer than three signal norms (the Quickstart's b17 has two) the curve panels
+    share the row: one per norm, every axis of the figure drawn, and the notes name them."""
+    import matplotlib.pyplot as plt
+
+    from attnsvm.report.figure_check import assert_figure_ok
+    from attnsvm.report.figures import figure_module
+    from attnsvm.report.style import caption_notes
+    from tests.workflow_helpers import tiny_sweep
+
+    fixed = {"generator": "weakly_relevant", "n": 6, "T": 4, "rho": 0.1, "label_flip": 0.2,
+             "n_test": 20, "param": "KQ", "init": "kaiming_q0", "optimizer": "plain",
+             "lr": 0.05, "ridge": 0.0, "iterations": 10, "checkpoint_count": 3}  # fmt: skip
+    raw = {"fixed": fixed, "grid": {"d": [6], "signal_norm": norms}, "seeds": 2,
+           "figures": ["sakamoto_sato"]}  # fmt: skip
+    sweep, summary = tiny_sweep(tmp_path, "t_sakamoto_sato_few", raw)
+    plotted = figure_module("sakamoto_sato").plot(sweep, summary)
+    assert_figure_ok(plotted, "sakamoto_sato")
+    curves = [ax for ax in plotted.axes if "SNR" in ax.get_title(loc="left")]
+    assert len(curves) == len(norms)
+    for ax, norm in zip(curves, norms, strict=True):
+        assert f"SNR {norm / np.sqrt(6):.2g}" in ax.get_title(loc="left")
+    assert all(ax.axison for ax in plotted.axes)  # no panel left blank
+    notes = " ".join(caption_notes(plotted))
+    assert {1: "(c) line", 2: "(c, d) line"}[len(norms)] in notes
+    plt.close(plotted)
+
+
 LOW, THEIRS, HIGH = 0.7905694150420949, 6.324555320336759, 50.59644256269407
 
 

@@ -8,7 +8,8 @@ per grid point, as heat maps over the dimension d (rows) and the signal norm ||m
 diagram is the same two heat maps over d in 250..5000 and ||mu|| in 5..100. (c)-(e) the test
 error, training error and flipped labels fit over the iterations at the largest d, one panel
 each for the lowest, middle and highest ||mu|| (memorization, and generalization before or
-after it; one panel per ||mu|| so that no curve hides another).
+after it; one panel per ||mu|| so that no curve hides another); a sweep of fewer distinct
+||mu|| has as many curve panels, sharing the row.
 """
 
 from __future__ import annotations
@@ -30,8 +31,22 @@ CURVES = {
     "curve_train_err": ("training error", style.PALETTE[1], "--", 1.6),
     "curve_flip_fit": ("flipped labels fit", style.PALETTE[2], (0, (2, 1.5)), 1.1),
 }
-#: the layout: the two heat maps above, one panel per signal norm of :func:`curve_norms` below
-MOSAIC = [["a", "a", "a", "b", "b", "b"], ["c", "c", "d", "d", "e", "e"]]
+#: the letters of the curve panels, one per signal norm of :func:`curve_norms`
+CURVE_PANELS = "cde"
+
+
+def mosaic(curves: int) -> list[list[str]]:
+    """The layout: the two heat maps above, the ``curves`` (1 to 3) curve panels below, each
+    as wide as the others, so that no empty panel is left where the sweep has fewer
+    distinct signal norms than three."""
+    width = 6 // curves
+    return [["a"] * 3 + ["b"] * 3, [c for c in CURVE_PANELS[:curves] for _ in range(width)]]
+
+
+def _panel_range(curves: int) -> str:
+    """``(c)``, ``(c, d)`` or ``(c)-(e)``: the curve panels' letters."""
+    letters = CURVE_PANELS[:curves]
+    return {1: "(c)", 2: "(c, d)"}.get(curves, f"({letters[0]})-({letters[-1]})")
 
 
 def mean_grid(sweep: xr.Dataset, name: str) -> xr.DataArray:
@@ -77,13 +92,16 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
     norms = _axis_values(sweep, "signal_norm")
     fig, _ = style.new_figure(1, 1, width=style.WIDTH * 1.5, height=5.0)
     fig.clear()
-    axes = fig.subplot_mosaic(MOSAIC)
+    chosen = curve_norms(norms)
+    axes = fig.subplot_mosaic(mosaic(len(chosen)))
     for name, letter, title in PANELS:
         ax = axes[letter]
         grid = np.asarray(mean_grid(sweep, name).values, float).reshape(len(ds), len(norms))
         finite = grid[np.isfinite(grid)]
         vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-        vmax = vmax if vmax > vmin else vmin + 1e-9
+        if not vmax > vmin:  # one value: a band around it keeps the colour bar's ticks short
+            half = 0.05 * max(abs(vmin), 1.0)
+            vmin, vmax = vmin - half, vmin + half
         im = ax.imshow(
             grid, origin="lower", aspect="auto", cmap=style.SEQUENTIAL, vmin=vmin, vmax=vmax
         )
@@ -100,26 +118,25 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         style.panel_label(ax, letter, title)
         fig.colorbar(im, ax=ax, label=title)
     d = float(ds.max())
-    chosen = curve_norms(norms)
-    curve_axes = [axes[k] for k in "cde"]
+    curve_axes = [axes[k] for k in CURVE_PANELS[: len(chosen)]]
     for k, ax in enumerate(curve_axes):
-        if k >= len(chosen):
-            ax.set_axis_off()  # fewer distinct signal norms than panels
-            continue
         _over_iterations(ax, sweep, summary, d, chosen[k])
         title = f"d = {d:g}, SNR {chosen[k] / np.sqrt(d):.2g}"
-        style.panel_label(ax, "cde"[k], title)
+        style.panel_label(ax, CURVE_PANELS[k], title)
         if k:
             ax.sharey(curve_axes[0])
             ax.tick_params(labelleft=False)
         else:
             ax.set_ylabel("share of examples")
     style.outside_legend(fig, curve_axes[:1], loc="outside lower center", ncol=len(CURVES))
+    which = {1: "the one", 2: "the lowest and highest"}.get(len(chosen), "the lowest, "
+                                                             "middle and highest")  # fmt: skip
+    panels = _panel_range(len(chosen))
     notes = style.notes_text(
-        "(c)-(e) line: median, band: interquartile range",
+        f"{panels} line: median, band: interquartile range",
         [
             "(a, b) cells: mean over seeds at the last step, with the SNR ||mu||/sqrt(d) in "
-            "brackets; (c)-(e) the lowest, middle and highest ||mu|| at the largest d",
+            f"brackets; {panels} {which} ||mu|| at the largest d",
             "training loss on the stored (noisy) labels, test loss on clean labels; d scaled "
             "down from their 250..5000 (docs/science.md §15)",
         ],
@@ -153,8 +170,8 @@ FIGURE = Figure(
         "Their diagram: at a high SNR ||mu||/sqrt(d) the noisy labels are not fit (training "
         "loss stays high) and the test loss is low; at a low SNR the noisy labels are fit "
         "(training loss low), with a low test loss (benign) down to a point and a high one "
-        "below it (harmful); in (c)-(e) their delayed generalization is the test error falling "
-        "after the flipped labels are fit, docs/science.md §15."
+        "below it (harmful); in the curve panels their delayed generalization is the test "
+        "error falling after the flipped labels are fit, docs/science.md §15."
     ),
     plot=plot,
     numbers=numbers,
