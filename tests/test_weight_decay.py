@@ -181,7 +181,7 @@ def test_weight_decay_figure_renders_from_a_tiny_pipeline(tmp_path, lowrank):
         fixed.update(param="KQ", m=2)
     else:
         grid["param"] = ["W", "KQ"]
-    raw = {"fixed": fixed, "grid": grid, "seeds": 2, "figures": ["weight_decay"]}
+    raw = {"fixed": fixed, "grid": grid, "seeds": 3, "figures": ["weight_decay"]}
     exp = parse_experiment("t_weight_decay", raw, 64)
     paths = {
         b.name: write_block(
@@ -203,4 +203,20 @@ def test_weight_decay_figure_renders_from_a_tiny_pipeline(tmp_path, lowrank):
     assert plotted.texts == []
     assert_figure_ok(plotted, "weight_decay")
     assert all(ax.get_legend() is None for ax in plotted.axes) and plotted.legends
+    # (a): the medians over seeds of the stored residuals, in the order the series are drawn
+    module = figure_module("weight_decay")
+    params = ["KQ"] if lowrank else ["W", "KQ"]
+    drawn = [bars.lines[0].get_ydata() for bars in plotted.axes[0].containers]
+    want = []
+    for p in params:
+        for scale in grid["init_scale"]:
+            for kind in (module.OWN[p], module.OTHER[p]):
+                values = sweep[f"prox_residual_{kind}"].sel(init_scale=scale)
+                if "param" in values.dims:
+                    values = values.sel(param=p)
+                med = np.median(values.transpose("weight_decay", ...).values, axis=1)
+                want.append(np.maximum(med, module.RESIDUAL_FLOOR))
+    assert len(drawn) == len(want)
+    for got, expected in zip(drawn, want, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
     plt.close(plotted)
