@@ -132,6 +132,7 @@ class Plan:
         self._cached: set[str] = set()  # experiments whose digests came from their cache
         self._array_minutes: int | None = None  # array_block_minutes, computed once
         self._block_priorities: dict[tuple[str, str], int] | None = None  # priority, once
+        self._seconds: dict[tuple[str, str], float] = {}  # _predicted, once per block
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Plan:
@@ -160,8 +161,15 @@ class Plan:
 
     def block_minutes(self, exp: str, block: str) -> int:
         """Runtime request for a block job in minutes (estimate x 3 + 5 min start-up slack)."""
-        b = self._blocks[exp][block]
-        return int(BLOCK_SLACK_MINUTES + 3 * b.predicted_seconds() / 60)
+        return int(BLOCK_SLACK_MINUTES + 3 * self._predicted(exp, block) / 60)
+
+    def _predicted(self, exp: str, block: str) -> float:
+        """The cost model's seconds of one block (:meth:`Block.predicted_seconds`), once per
+        plan: the runtime requests and the priorities both ask for every block's."""
+        key = (exp, block)
+        if key not in self._seconds:
+            self._seconds[key] = self._blocks[exp][block].predicted_seconds()
+        return self._seconds[key]
 
     def array_block_minutes(self) -> int:
         """Runtime request of every block job when blocks go out as SLURM job arrays.
@@ -213,7 +221,7 @@ class Plan:
     def _priorities(self) -> dict[tuple[str, str], int]:
         if self._block_priorities is None:
             keys = [(e, b) for e in self._blocks for b in self._blocks[e]]
-            seconds = [self._blocks[e][b].predicted_seconds() for e, b in keys]
+            seconds = [self._predicted(e, b) for e, b in keys]
             ranked = sorted(range(len(keys)), key=lambda i: -seconds[i])  # stable: config order
             self._block_priorities = {keys[i]: len(keys) - r for r, i in enumerate(ranked)}
         return self._block_priorities
@@ -229,8 +237,7 @@ class Plan:
     def block_seconds(self, exp: str) -> dict[str, float]:
         """Predicted seconds of every block job of ``exp``, start-up included (rough)."""
         return {
-            name: b.predicted_seconds() + JOB_STARTUP_SECONDS
-            for name, b in self._blocks[exp].items()
+            name: self._predicted(exp, name) + JOB_STARTUP_SECONDS for name in self._blocks[exp]
         }
 
     def block_paths(self, exp: str) -> list[str]:
@@ -451,11 +458,7 @@ class Plan:
 
     def estimated_seconds(self) -> float:
         """Predicted CPU seconds of every block of the plan (rough, see Block.predicted_seconds)."""
-        return sum(
-            b.predicted_seconds() + JOB_STARTUP_SECONDS
-            for blocks in self._blocks.values()
-            for b in blocks.values()
-        )
+        return sum(s for exp in self._blocks for s in self.block_seconds(exp).values())
 
     def cost_warnings(self, local: bool, cores: int | None) -> list[str]:
         """Warnings about a grid whose predicted cost is absurd for how it is run."""

@@ -131,16 +131,15 @@ def numbers(summary: xr.Dataset) -> list[str]:
         bounds = B.boundaries(ns, snrs, diff.transpose("n", "snr").values, LEVEL, True)
         at = "; ".join(f"n = {n:g}: {captions.fmt(b)}" for n, b in zip(ns, bounds, strict=True))
         line = f"{title}: SNR* where the mean excess falls to {LEVEL:g}: {at}"
-        if np.isfinite(log_c(ns, bounds)):
-            line += f"; C = {np.exp(log_c(ns, bounds)):.2g}"
+        c = log_c(ns, bounds)
+        if np.isfinite(c):
+            line += f"; C = {np.exp(c):.2g}"
         if np.isfinite(bounds).all() and len(ns) > 1:
             line += f"; slope of log SNR* against log n {B.log_slope(ns, bounds):.2f}"
         out.append(line)
-    lo, hi = float(bayes.min()), float(bayes.max())
+    lo, hi = captions.fmt(float(bayes.min())), captions.fmt(float(bayes.max()))
     out.append("the Bayes-optimal classifier's test error (the test samples' flip share): "
-               + (captions.fmt(lo) if captions.fmt(lo) == captions.fmt(hi)
-                  else f"{captions.fmt(lo)} to {captions.fmt(hi)}")
-               + " over the grid")  # fmt: skip
+               + (lo if lo == hi else f"{lo} to {hi}") + " over the grid")  # fmt: skip
     return out
 
 

@@ -43,10 +43,12 @@ def mosaic(curves: int) -> list[list[str]]:
     return [["a"] * 3 + ["b"] * 3, [c for c in CURVE_PANELS[:curves] for _ in range(width)]]
 
 
-def _panel_range(curves: int) -> str:
-    """``(c)``, ``(c, d)`` or ``(c)-(e)``: the curve panels' letters."""
-    letters = CURVE_PANELS[:curves]
-    return {1: "(c)", 2: "(c, d)"}.get(curves, f"({letters[0]})-({letters[-1]})")
+#: per number of curve panels: their letters and the signal norms they show
+PANEL_NAMES = {
+    1: ("(c)", "the one"),
+    2: ("(c, d)", "the lowest and highest"),
+    3: ("(c)-(e)", "the lowest, middle and highest"),
+}
 
 
 def mean_grid(sweep: xr.Dataset, name: str) -> xr.DataArray:
@@ -129,9 +131,7 @@ def plot(sweep: xr.Dataset, summary: xr.Dataset):
         else:
             ax.set_ylabel("share of examples")
     style.outside_legend(fig, curve_axes[:1], loc="outside lower center", ncol=len(CURVES))
-    which = {1: "the one", 2: "the lowest and highest"}.get(len(chosen), "the lowest, "
-                                                             "middle and highest")  # fmt: skip
-    panels = _panel_range(len(chosen))
+    panels, which = PANEL_NAMES[len(chosen)]
     notes = style.notes_text(
         f"{panels} line: median, band: interquartile range",
         [
