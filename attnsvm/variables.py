@@ -420,6 +420,40 @@ _TABLE: dict[str, tuple[str, str | None, str]] = {
     "count_svm_status": ("SVM solves per status", "1", "number of seeds per SVM status"),
 }
 
+#: The range of values each per-cell scalar can take (docs/science.md §13): a mean's interval
+#: is valid for every distribution on it, so a claim may state a mean only of a variable with
+#: a finite range. Flags and shares lie in [0, 1]; correlations (``corr_<svm>``,
+#: ``head_corr*``, ``corr_v``) in [-1, 1]. A variable not here (a norm, a loss, a rank, a
+#: margin ratio, a rate) has no finite range: state a median, a quantile or a share of it.
+UNIT = (0.0, 1.0)
+RANGES: dict[str, tuple[float, float]] = {
+    **dict.fromkeys((
+        "alpha_is_opt", "saturated", "corr_converged", "locally_optimal", "softmax_mass",
+        "support_share", "all_support", "max_masked_prob", "ambiguous",
+        "status_mm_gen_feasible", "lowrank_certified", "prox_residual_fro", "scc_mass",
+        "ntp_acyclic", "head_alpha_is_opt", "head_locally_optimal", "head_agreement",
+        "head_global_share", "vmm_feasible", "alpha_is_opt_init", "offmass", "test_err",
+        "test_flip_share", "train_err", "flip_share", "flip_fit", "test_err_svm",
+        "test_err_mm", "bayes_err", "test_err_bayes", "flip_fit_bayes", "train_err_mm",
+        "test_err_minnorm", "train_err_minnorm", "minnorm_benign", "test_err_at_fit",
+        "test_err_at_overfit",
+    ), UNIT),
+    **dict.fromkeys(("test_excess", "test_excess_mm", "gd_mm_gap"), (-1.0, 1.0)),
+    **dict.fromkeys(("head_corr", "head_corr_min", "head_corr_mean", "corr_v"), (-1.0, 1.0)),
+}  # fmt: skip
+
+
+def value_range(name: str) -> tuple[float, float] | None:
+    """The finite range ``(lower, upper)`` of the per-cell scalar ``name`` (:data:`RANGES`;
+    ``corr_<svm>`` in [-1, 1], ``feasible_<svm>`` in [0, 1]), or None where it has none."""
+    if name in RANGES:
+        return RANGES[name]
+    for prefix, bounds in (("corr_", (-1.0, 1.0)), ("feasible_", UNIT)):
+        if name.startswith(prefix) and name[len(prefix) :] in SVMS:
+            return bounds
+    return None
+
+
 #: Coordinates: (long_name, units or None, description).
 COORDS: dict[str, tuple[str, str | None, str]] = {
     "cell": ("cell", None, "position of the cell in its block"),

@@ -33,7 +33,7 @@ import numpy as np
 from attnsvm.claims import stats as S
 from attnsvm.claims import table
 from attnsvm.claims.evaluate import Sample, outcome
-from attnsvm.claims.spec import Point, select_points, trend_values
+from attnsvm.claims.spec import Point, claim_bounds, select_points, trend_values
 from attnsvm.config.claims import ClaimModel, holds
 
 #: the most seeds per grid point searched for a share
@@ -129,6 +129,13 @@ def ideal_samples(
             key = next((repr(u) for u in order if holds("==", v, u)), None)
             if key is not None:
                 target[p] = values[key]
+    bounds = claim_bounds(claim) if claim.aggregate == "mean" else None
+    if bounds is not None and claim.kind in ("monotone", "slope") and target:
+        # a bounded mean: the trend spread over the range (past it, the values are cut)
+        t = np.array(list(target.values()))
+        span = t.max() - t.min() or 1.0
+        lo, hi = bounds
+        target = {p: lo + (hi - lo) * (v - t.min()) / span for p, v in target.items()}
     out = []
     for i, p in enumerate(points):
         if p not in target:
@@ -147,6 +154,8 @@ def ideal_samples(
                 else 1.0
             )
             vals = t + scale * z
+            if bounds is not None:  # the ideal of a bounded mean: at its range's ends
+                vals = np.clip(t if claim.kind != "level" else vals, *bounds) * np.ones(n)
         out.append(Sample(p, vals, n, dict.fromkeys(("failed", "nonfinite", "missing",
                                                      "not_given", "no_value"), 0),
                           seeds=np.arange(n)))  # fmt: skip
@@ -189,9 +198,7 @@ def _n_needed(bases: Sequence[dict]) -> int | None:
     """The seeds at which every interval of ``bases`` is calibrated (None: never)."""
     need = 1
     for b in bases:
-        if b["method"] == S.MEAN:
-            m = table.mean_n_min(b["level"])
-        elif b["method"] == S.QUANTILE:
+        if b["method"] == S.QUANTILE:
             m = table.quantile_n_min(b.get("q") or 0.5, b["level"])
         elif b["method"] == S.BOUNDARY:
             m = table.boundary_n_min(b["level"])

@@ -27,7 +27,14 @@ from attnsvm import codes
 from attnsvm.claims import boundary as B
 from attnsvm.claims import stats as S
 from attnsvm.claims import table
-from attnsvm.claims.spec import CATEGORICAL, Point, select_points, trend_values
+from attnsvm.claims.spec import (
+    CATEGORICAL,
+    Point,
+    claim_bounds,
+    combined_bounds,
+    select_points,
+    trend_values,
+)
 from attnsvm.config.claims import ClaimModel, baseline_claim, condition, holds
 from attnsvm.sweep.summary import cell_values
 
@@ -258,7 +265,8 @@ def _cluster_means(samples: Sequence[Sample]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _point_interval(claim, sample: Sample, level: float, seed: int) -> S.Interval:
-    return S.aggregate_interval(claim.aggregate, sample.values, level, seed, claim.q)
+    return S.aggregate_interval(claim.aggregate, sample.values, level, claim.q,
+                                claim_bounds(claim))  # fmt: skip
 
 
 def _spread(claim, samples: Sequence[Sample]) -> tuple[float, float] | None:
@@ -276,7 +284,7 @@ def pooled_interval(claim, samples: Sequence[Sample], level: float, seed: int) -
     estimate = _estimate(claim, samples)
     if claim.aggregate == "mean":
         _, u = _cluster_means(samples)
-        iv = S.mean_interval(u, level, seed)
+        iv = S.mean_iv(u, level, claim_bounds(claim))
         if not iv.defined:
             return replace(iv, estimate=estimate)
         iv = replace(iv, method=f"{S.MEAN} over seed clusters")
@@ -399,7 +407,9 @@ def _paired_interval(claim, groups, weights, level, seed: int, what: str) -> S.I
     other axes."""
     seeds, u = _paired([_per_seed(g) for _, g in groups])
     per_seed = u @ np.asarray(weights) if len(seeds) else np.array([])
-    iv = S.mean_interval(per_seed, level, seed)
+    bounds = claim_bounds(claim)
+    bounds = combined_bounds(bounds, weights) if bounds is not None else None
+    iv = S.mean_iv(per_seed, level, bounds)
     if not iv.defined:
         return iv
     iv = replace(iv, method=f"{S.MEAN} of {what} per seed")

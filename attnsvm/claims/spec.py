@@ -26,6 +26,7 @@ from attnsvm import codes
 from attnsvm.config.claims import Claim, ClaimModel, baseline_claim, condition, holds
 from attnsvm.config.errors import ConfigError
 from attnsvm.config.grid import Experiment
+from attnsvm.variables import value_range
 
 #: categorical per-cell variables a share may count: name -> its codes (attnsvm.codes)
 CATEGORICAL: Mapping[str, tuple[str, ...]] = {
@@ -69,6 +70,30 @@ def trend_values(
     if order is not None:
         return [v for v in order if any(holds("==", u, v) for u in present)]
     return sorted(present) if all(_is_number(v) for v in present) else present
+
+
+def minus_list(claim: ClaimModel) -> list[str]:
+    """The variables a claim subtracts (none, one, or the largest of several)."""
+    return [claim.minus] if isinstance(claim.minus, str) else list(claim.minus or [])
+
+
+def claim_bounds(claim: ClaimModel) -> tuple[float, float] | None:
+    """The finite range of a claim's per-cell quantity (:func:`attnsvm.variables.value_range`
+    of its variable, less the largest of its ``minus``), or None where one has none."""
+    own = value_range(claim.variable)
+    others = [value_range(m) for m in minus_list(claim)]
+    if own is None or any(o is None for o in others):
+        return None
+    if not others:
+        return own
+    return own[0] - max(o[1] for o in others), own[1] - max(o[0] for o in others)
+
+
+def combined_bounds(bounds: tuple[float, float], weights) -> tuple[float, float]:
+    """The range of ``sum_j w_j y_j`` for every ``y_j`` in ``bounds`` (a step, a slope)."""
+    lo = sum(w * (bounds[0] if w > 0 else bounds[1]) for w in weights)
+    hi = sum(w * (bounds[1] if w > 0 else bounds[0]) for w in weights)
+    return float(lo), float(hi)
 
 
 def claims_json(claims: Sequence[ClaimModel]) -> str:
@@ -139,6 +164,14 @@ def _check(exp: Experiment, claim: ClaimModel) -> None:
                 f"variable {claim.variable!r} is categorical: use aggregate: share with "
                 f"per_seed: one of {', '.join(CATEGORICAL[claim.variable])}"
             )
+    if claim.aggregate == "mean" and claim.kind != "boundary" and claim_bounds(claim) is None:
+        names = [n for n in (claim.variable, *minus) if value_range(n) is None]
+        raise _Bad(
+            f"a mean needs a variable with a finite range (its interval is valid for every "
+            f"distribution on it, docs/science.md §13): {', '.join(map(repr, names))} has "
+            "none in attnsvm.variables; state aggregate: median, quantile (with q) or share "
+            "(with per_seed), or declare its range there"
+        )
     if claim.per_seed is not None:
         _check_condition(claim.variable, claim.per_seed, "per_seed")
     for name, cond in claim.given.items():

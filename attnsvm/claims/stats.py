@@ -6,9 +6,10 @@ axis (the steps of a monotone trend, a fitted slope). The seed is the unit: seed
 independent, the grid points a seed visits are not (a seed fixes the data of every point of
 the same shapes). The intervals, each at a level L:
 
-- a mean: the studentized bootstrap (bootstrap-t) of the values, :data:`N_RESAMPLES`
-  resamples, with tail areas of ``(1 - L) / 4`` each (:data:`MEAN_TAIL_FACTOR`: half of
-  the nominal ``(1 - L) / 2``, a margin that the calibration measures);
+- a mean: the betting interval of Waudby-Smith & Ramdas (arXiv 2010.09686) on the range the
+  variable declares (:mod:`attnsvm.variables`): coverage at least L for every distribution on
+  that range and every number of values, deterministic (no resampling), never outside the
+  range (:func:`mean_interval`);
 - a median or quantile: the order-statistic (binomial) interval, exact for any continuous
   distribution and conservative with ties;
 - a share: the exact binomial (Clopper-Pearson) interval of :func:`scipy.stats.binomtest`;
@@ -18,10 +19,10 @@ the same shapes). The intervals, each at a level L:
 - a difference or linear combination of such intervals (:func:`difference`,
   :func:`combination`): exact for any dependence between them, by Bonferroni.
 
-A method is used only at the numbers of values and levels where its coverage is calibrated
-(:mod:`attnsvm.claims.table`): outside them the interval is :meth:`Interval.none` with the
-reason, and the verdict INCONCLUSIVE. The bootstrap's generator is seeded from the claim's
-name, so a verdict is reproducible and independent of the other claims.
+Every method is valid by construction at every number of values and level; a mean needs a
+finite range (none: no interval, the verdict INCONCLUSIVE with the reason). The public
+functions :func:`mean_interval`, :func:`median_interval` and :func:`share_interval` (exported
+by :mod:`attnsvm.claims`, docs/claims.md) are the ones the ledger builds on.
 
 The verdict compares the interval with the threshold: PASS when it lies entirely on the
 predicted side, FAIL when it lies entirely on the other side, INCONCLUSIVE when it straddles
@@ -42,17 +43,8 @@ from attnsvm.claims import table
 
 #: verdicts, best first
 VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE")
-#: resamples of the studentized bootstrap (enough for tails of 0.05 / 256 each)
-N_RESAMPLES = 49999
-#: the mean's tails are this share of the nominal ones (docs/science.md §13)
-MEAN_TAIL_FACTOR = 0.5
-#: values drawn per block of resamples (bounded memory; the blocks depend on n only)
-_RESAMPLE_BLOCK = 1 << 20
-#: order statistics a bootstrap tail needs: beyond, the level is past the resamples' reach
-MIN_TAIL_RESAMPLES = 5
-
 #: the method names, as the ledger and the calibration table spell them
-MEAN = "studentized bootstrap"
+MEAN = "betting (Waudby-Smith & Ramdas)"
 QUANTILE = "order statistics"
 SHARE = "exact binomial"
 #: the boundary slope's percentile bootstrap over seeds (:mod:`attnsvm.claims.boundary`)
@@ -162,95 +154,135 @@ def quantile_interval(values: np.ndarray, q: float, confidence: float) -> Interv
                     QUANTILE, n, basis)  # fmt: skip
 
 
-def bootstrap_t_quantiles(
-    t: np.ndarray, confidence: float, tail_factor: float = MEAN_TAIL_FACTOR
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """The lower and upper ``a``-quantiles of studentized resamples ``t`` (last axis: the
-    resamples), ``a = tail_factor (1 - confidence) / 2``, as order statistics (the
-    ``floor((B + 1) a)``-th from each end); None when that is fewer than
-    :data:`MIN_TAIL_RESAMPLES`."""
-    B = t.shape[-1]
-    j = tail_rank(B, confidence, tail_factor)
-    if j is None:
+#: the fractions of its capital each constant bet stakes on the worst value of the range: a
+#: geometric grid, so that the mixture adapts to tiny spreads (a correlation near 1) and to
+#: wide ones (a two-point variable) alike; fixed, so the capital does not depend on the level
+BET_FRACTIONS = tuple(0.9 * 2.0**-j for j in range(8))
+#: candidate means per round of the search for an end, and the rounds: 16^9 > 2^36, so the
+#: ends are found to 1e-10 of the range and rounded outwards
+_GRID, _ROUNDS = 16, 9
+
+
+def _log_capital(x: np.ndarray, m: np.ndarray, up: bool) -> np.ndarray:
+    """``log K_n(m)`` of the capital betting that the mean of ``x`` (last axis, in [0, 1]) is
+    above m (``up``) or below it: the average over :data:`BET_FRACTIONS` f of
+    ``prod_i (1 +- lambda (x_i - m))`` with ``lambda = f / m`` (``f / (1 - m)`` below), a bet
+    that loses at most the fraction f of the capital on any value of the range (the
+    diversified constant bets of Waudby-Smith & Ramdas, arXiv 2010.09686, §5.6, on a geometric
+    grid). ``m`` has the leading shape of ``x``. Each factor is monotone in m and in every
+    value: the capital is non-increasing in m and in the values' fall when ``up``, and the
+    other way round otherwise."""
+    m = np.clip(m, 1e-300, 1.0 - 1e-16)[..., None, None]
+    f = np.asarray(BET_FRACTIONS)[:, None]
+    xx = x[..., None, :]
+    with np.errstate(divide="ignore"):
+        if up:
+            logs = np.log1p(f / m * (xx - m)).sum(axis=-1)
+        else:
+            logs = np.log1p(-f / (1.0 - m) * (xx - m)).sum(axis=-1)
+    top = logs.max(axis=-1)
+    return top + np.log(np.exp(logs - top[..., None]).mean(axis=-1))
+
+
+def betting_bounds(x: np.ndarray, confidence: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The hedged betting interval of the mean of values in [0, 1] (last axis, in the order
+    drawn): ``{m : max(K+_n(m), K-_n(m)) / 2 < 1 / (1 - confidence)}`` with the capitals of
+    :func:`_log_capital` (Waudby-Smith & Ramdas, arXiv 2010.09686, Theorem 3 and §5): its
+    coverage is at least ``confidence`` for every distribution on [0, 1] and every n, by
+    Ville's inequality. The ends are found by bisection and rounded outwards."""
+    x = np.asarray(x, dtype=float)
+    crit = np.log(2.0 / (1.0 - np.asarray(confidence, dtype=float)))
+    crit = np.broadcast_to(crit, x.shape[:-1])[..., None]
+    ends = []
+    for up in (True, False):
+        # [a, b]: a end of the interval lies in it; a: rejected (up) or not, b the other way
+        a, b = np.zeros(x.shape[:-1]), np.ones(x.shape[:-1])
+        for _ in range(_ROUNDS):
+            m = a[..., None] + (b - a)[..., None] * np.linspace(0.0, 1.0, _GRID + 1)
+            rej = _log_capital(x[..., None, :], m, up) >= crit
+            # up: rejected below the end (K+ non-increasing in m); below: rejected above it
+            k = (rej.sum(axis=-1) if up else _GRID + 1 - rej.sum(axis=-1)) - 1
+            k = np.clip(k, 0, _GRID - 1)
+            a, b = np.take_along_axis(m, k[..., None], -1)[..., 0], np.take_along_axis(
+                m, k[..., None] + 1, -1)[..., 0]  # fmt: skip
+        ends.append(a if up else b)  # rounded outwards: the interval only widens
+    lo, hi = ends
+    return lo, hi
+
+
+def betting_p(x: np.ndarray, m: float, up: bool) -> float:
+    """The p-value ``min(1, 2 / K_n(m))`` of the capital of :func:`betting_bounds` at m (``up``:
+    betting that the mean is above m): the smallest ``1 - confidence`` whose interval
+    excludes m on that side."""
+    x = np.asarray(x, dtype=float)
+    logk = float(_log_capital(x, np.asarray(float(m)), up))
+    return float(min(1.0, 2.0 * math.exp(-logk))) if logk > -700 else 1.0
+
+
+def mean_interval(values, level: float, lower: float, upper: float) -> tuple[float, float] | None:
+    """The mean of ``values`` (independent draws of one variable on ``[lower, upper]``, in
+    an order that does not depend on them, e.g. by seed) and its interval at ``level``: the
+    betting interval of Waudby-Smith & Ramdas (:func:`betting_bounds`), valid for every
+    distribution on the range at every number of values, deterministic, never outside the
+    range (docs/science.md §13). None without values or without a finite range; a
+    ValueError for a value outside the range."""
+    x = np.asarray(values, dtype=float).ravel()
+    if not len(x) or not (math.isfinite(lower) and math.isfinite(upper)) or upper <= lower:
         return None
-    part = np.partition(t, (j - 1, B - j), axis=-1)
-    return part[..., j - 1], part[..., B - j]
+    if not np.all(np.isfinite(x)) or x.min() < lower or x.max() > upper:
+        bad = x[~((x >= lower) & (x <= upper))][:3]
+        raise ValueError(f"values {bad.tolist()} outside the range [{lower:g}, {upper:g}]")
+    lo, hi = betting_bounds((x - lower) / (upper - lower), level)
+    span = upper - lower
+    return max(lower, lower + float(lo) * span), min(upper, lower + float(hi) * span)
 
 
-def tail_rank(B: int, confidence: float, tail_factor: float = MEAN_TAIL_FACTOR) -> int | None:
-    """The rank ``floor((B + 1) a)`` of a bootstrap tail of area ``a = tail_factor (1 -
-    confidence) / 2`` among B resamples; None below :data:`MIN_TAIL_RESAMPLES`."""
-    j = math.floor((B + 1) * tail_factor * (1.0 - confidence) / 2.0 + 1e-9)
-    return j if j >= MIN_TAIL_RESAMPLES else None
+def median_interval(values, level: float) -> tuple[float, float] | None:
+    """The order-statistic interval of the median of ``values`` at ``level`` (exact for any
+    continuous distribution, conservative with ties); None when there are too few values
+    for the level (docs/science.md §13)."""
+    iv = quantile_interval(np.asarray(values, dtype=float), 0.5, level)
+    return (iv.lo, iv.hi) if iv.defined else None
 
 
-def studentized(mb: np.ndarray, m2b: np.ndarray, n: int) -> np.ndarray:
-    """Studentized resamples ``(mean* - mean) / se*`` from the resamples' means ``mb`` and
-    mean squares ``m2b`` of centred values (``m2b`` is overwritten); a resample of equal
-    values gives +-inf (0 when its mean is the sample's)."""
-    var = m2b
-    var -= mb * mb  # the resample's variance with 1/n: se* = sqrt(var / (n - 1))
-    np.maximum(var, 0.0, out=var)
-    np.sqrt(var, out=var)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.divide(mb, var, out=var)
-    t *= math.sqrt(n - 1)
-    bad = np.isnan(t)
-    if bad.any():  # 0 / 0: a resample of equal values at the sample's mean
-        t[bad] = 0.0
-    return t
+def share_interval(successes: int, n: int, level: float) -> tuple[float, float] | None:
+    """The exact binomial (Clopper-Pearson) interval of a share of ``successes`` of ``n`` at
+    ``level``: coverage at least ``level`` for every true share; None for n = 0."""
+    iv = binomial_interval(successes, n, level)
+    return (iv.lo, iv.hi) if iv.defined else None
 
 
-def mean_interval(values: np.ndarray, confidence: float, seed: int) -> Interval:
-    """The mean of ``values`` and its studentized bootstrap interval (module docstring),
-    where the calibration table has it calibrated; none with the reason otherwise, or when
-    the values take fewer than three distinct values (the calibration is for continuous
-    data: a claim on a count or a flag is a median or a share)."""
+def mean_iv(values: np.ndarray, confidence: float, bounds: tuple[float, float] | None) -> Interval:
+    """The mean of ``values`` and its betting interval on the range ``bounds``
+    (:func:`mean_interval`) as an :class:`Interval`; none with the reason where the variable
+    has no finite range or a value leaves it."""
     x = np.asarray(values, dtype=float)
     n = len(x)
     estimate = float(x.mean()) if n else math.nan
     basis = ({"method": MEAN, "n": n, "level": confidence},)
-    need = table.mean_n_min(confidence)
-    why = None
-    if need is None:
-        why = f"no calibrated mean interval at level {confidence:.6g}"
-    elif n < need:
-        why = f"{n} values: no calibrated mean interval at {confidence:.4g} below {need}"
-    elif len(np.unique(x)) < 3:
-        why = (f"the values take {len(np.unique(x))} distinct value(s): a mean's interval is "
-               "calibrated for continuous data (state a median or a share)")  # fmt: skip
-    if why is not None:
+    if bounds is None:
+        why = "no finite range declared for the variable: no mean interval (attnsvm.variables)"
         return replace(Interval.none(confidence, why, estimate, n), basis=basis)
-    rng = np.random.default_rng(seed)
-    xc = x - estimate
-    t = np.empty(N_RESAMPLES)
-    step = max(1, _RESAMPLE_BLOCK // n)  # resamples drawn per block: bounded memory
-    for start in range(0, N_RESAMPLES, step):
-        res = xc[rng.integers(0, n, size=(min(step, N_RESAMPLES - start), n))]
-        t[start : start + len(res)] = studentized(res.mean(axis=1), (res * res).mean(axis=1), n)
-    tails = bootstrap_t_quantiles(t, confidence)
-    if tails is None:
-        why = f"level {confidence:.6g} beyond the resamples"
-        return replace(Interval.none(confidence, why, estimate, n), basis=basis)
-    lower_t, upper_t = tails
-    se = float(x.std(ddof=1)) / math.sqrt(n)
-    lo, hi = estimate - float(upper_t) * se, estimate - float(lower_t) * se
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        why = (f"{n} values: too few distinct resamples to bound the studentized bootstrap's "
-               f"tail at {confidence:.4g}")  # fmt: skip
-        return replace(Interval.none(confidence, why, estimate, n), basis=basis)
-    return Interval(estimate, lo, hi, confidence, MEAN, n, basis)
+    if not n:
+        return replace(Interval.none(confidence, "no values"), basis=basis)
+    try:
+        iv = mean_interval(x, confidence, *bounds)
+    except ValueError as e:
+        return replace(Interval.none(confidence, str(e), estimate, n), basis=basis)
+    return Interval(estimate, iv[0], iv[1], confidence, MEAN, n, basis)
 
 
 def aggregate_interval(
-    aggregate: str, values: np.ndarray, confidence: float, seed: int, q: float | None = None
-) -> Interval:
-    """The interval of one aggregate of one set of independent values (module docstring)."""
+    aggregate: str, values: np.ndarray, confidence: float, q: float | None = None,
+    bounds: tuple[float, float] | None = None,
+) -> Interval:  # fmt: skip
+    """The interval of one aggregate of one set of independent values (module docstring);
+    ``bounds``: the range of a mean's values."""
     x = np.asarray(values, dtype=float)
     if aggregate == "share":
         return binomial_interval(int(x.sum()), len(x), confidence)
     if aggregate == "mean":
-        return mean_interval(x, confidence, seed)
+        return mean_iv(x, confidence, bounds)
     return quantile_interval(x, 0.5 if aggregate == "median" else float(q), confidence)
 
 

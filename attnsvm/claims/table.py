@@ -1,18 +1,12 @@
 """Where each interval method of the claims is calibrated: the stored calibration table.
 
-The ledger says PASS or FAIL only from an interval whose method is calibrated at its number of
-values and level (docs/science.md §13): measured coverage at least the nominal level minus
-:data:`TOLERANCE`. For the mean (the studentized bootstrap of :mod:`attnsvm.claims.stats`)
-and for the slope of a boundary (:mod:`attnsvm.claims.boundary`, a percentile bootstrap
-over seeds) that is measured by simulation and stored in ``calibration.json`` next to this module,
-written by ``attnsvm claims --calibrate --write`` (:mod:`attnsvm.claims.calibration`); this
-module only reads it. The order-statistic and exact binomial intervals are exact by
-construction: their smallest sizes are computed, not looked up.
-
-A level between the table's levels takes the next higher one (the smallest calibrated size
-never shrinks as the level grows, which a test checks on the table); a level above the
-highest has no calibrated mean interval. A number of values above the table's largest counts
-as calibrated when the largest sizes are (coverage approaches the nominal level as n grows).
+The ledger says PASS or FAIL only from an interval whose coverage is at least the nominal
+level minus :data:`TOLERANCE` (docs/science.md §13). The mean's betting interval, the
+order-statistic and the exact binomial intervals are valid by construction (their smallest
+sizes, where there are any, are computed, not looked up). The slope of a boundary
+(:mod:`attnsvm.claims.boundary`, a percentile bootstrap over seeds) is measured by
+simulation and stored in ``calibration.json`` next to this module, written by ``attnsvm
+claims --calibrate --write`` (:mod:`attnsvm.claims.calibration`); this module only reads it.
 """
 
 from __future__ import annotations
@@ -42,16 +36,6 @@ def _level_row(levels: list[float], confidence: float) -> int | None:
     """Index of the smallest tabled level at or above ``confidence`` (None: above all)."""
     above = [i for i, lv in enumerate(levels) if lv >= confidence - 1e-12]
     return min(above, key=lambda i: levels[i]) if above else None
-
-
-def mean_n_min(confidence: float) -> int | None:
-    """The smallest number of values at which the mean's interval is calibrated at
-    ``confidence`` (module docstring); None where no size is."""
-    mean = load()["methods"]["mean"]
-    i = _level_row(mean["levels"], confidence)
-    if i is None:
-        return None
-    return mean["n_min"][i]
 
 
 def boundary_n_min(confidence: float) -> int | None:

@@ -17,6 +17,8 @@ values exist in its experiment is checked from above, by :func:`attnsvm.plan.par
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from typing import Annotated, Any, Literal
 
@@ -178,6 +180,39 @@ class Baseline(BaseModel):
         return self
 
 
+#: what kind of statement a claim is (docs/claims.md): a theorem's conclusion, a paper's
+#: empirical observation, or this project's conjecture
+SOURCES = ("theorem", "observation", "conjecture")
+
+
+class Source(BaseModel):
+    """What a claim states: a theorem's conclusion (cite the theorem), a paper's empirical
+    observation (cite the figure) or this project's conjecture (cite the section that
+    argues it)."""
+
+    model_config = _STRICT
+    type: Literal[SOURCES] = Field(description="theorem, observation or conjecture")
+    cite: str = Field(description="the theorem, the figure, or the section of docs/science.md")
+
+    @model_validator(mode="after")
+    def _cited(self) -> Source:
+        if not self.cite.strip():
+            raise _Problem("source: cite names the theorem, the figure or the section")
+        return self
+
+
+class WrittenAgainst(BaseModel):
+    """The run a claim was written or last changed against: the hash of its text then
+    (:func:`claim_hash`) and the seeds that run used, ``[first, last]``: the ledger decides
+    the claim on other seeds only (docs/science.md §13)."""
+
+    model_config = _STRICT
+    hash: str = Field(description="claim_hash of the claim's text as it was written")
+    seeds: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=2, max_length=2)] = Field(
+        description="[first, last]: the seeds that run used"
+    )
+
+
 class _Claim(BaseModel):
     """What every claim says (docs/claims.md)."""
 
@@ -223,6 +258,14 @@ class _Claim(BaseModel):
     )
     baseline: Baseline | None = Field(
         None, description="what must not satisfy the claim: its control row (docs/claims.md)"
+    )
+    source: Source = Field(description="a theorem's conclusion, an observation or a conjecture")
+    margin: Annotated[float, Field(gt=0, strict=False, allow_inf_nan=False)] = Field(
+        description="the smallest effect the claim is about: how far past its threshold "
+        "(or against its trend) it counts as false (docs/science.md §13, power)"
+    )
+    written_against: WrittenAgainst | None = Field(
+        None, description="the run it was written or last changed against (hash, seeds)"
     )
 
     @model_validator(mode="after")
@@ -363,6 +406,15 @@ Claim = Annotated[
 """One claim of an experiment (a :data:`CLAIM_KINDS` model, chosen by its ``kind``)."""
 
 ClaimModel = LevelClaim | MonotoneClaim | SlopeClaim | BoundaryClaim
+
+
+def claim_hash(claim: ClaimModel | dict) -> str:
+    """The hash of a claim's text (every key but ``written_against``, canonical JSON): what
+    ``written_against.hash`` records (docs/claims.md)."""
+    doc = claim if isinstance(claim, dict) else claim.model_dump(mode="json")
+    doc = {k: v for k, v in doc.items() if k != "written_against"}
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def baseline_claim(claim: ClaimModel) -> ClaimModel | None:
