@@ -12,3 +12,7 @@ written as ``results/<experiment>/claims.json`` and a tidy ``claims.csv``
 (:mod:`attnsvm.report.claims_page`) and ``attnsvm claims`` prints them and fails when a FAIL
 holds family-wise. Semantics: docs/science.md §13; how to write one: docs/claims.md.
 """
+
+from attnsvm.claims.stats import mean_interval, median_interval, share_interval
+
+__all__ = ["mean_interval", "median_interval", "share_interval"]

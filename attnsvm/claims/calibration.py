@@ -108,20 +108,21 @@ def mean_hits(
     x: np.ndarray, truth: float, levels: Sequence[float], lower: float = 0.0, upper: float = 1.0
 ) -> np.ndarray:
     """Per level: [covered, missed below (lo > truth), missed above (hi < truth), left the
-    range] of the betting intervals (:func:`attnsvm.claims.stats.mean_interval`, batched) of
-    the rows of ``x`` on ``[lower, upper]`` (counts)."""
+    range] of the betting intervals (:func:`attnsvm.claims.stats.mean_interval`) of the rows
+    of ``x`` on ``[lower, upper]`` (counts). The interval holds the truth exactly when
+    neither capital at the truth reaches ``2 / (1 - level)`` (its ends are the crossings,
+    rounded outwards), so coverage needs no search for the ends; the ends of the first rows
+    are computed to check that they stay in the range."""
     out = np.zeros((len(levels), 4), dtype=np.int64)
     z = (np.asarray(x, dtype=float) - lower) / (upper - lower)
+    m = np.full(len(z), (truth - lower) / (upper - lower))
+    up, down = S._log_capital(z, m, True), S._log_capital(z, m, False)
+    lo, hi = S.betting_bounds(z[:20], 0.95)
+    left = int(((lo < 0) | (hi > 1) | (lo > hi) | ~np.isfinite(lo) | ~np.isfinite(hi)).sum())
     for i, level in enumerate(levels):
-        for start in range(0, len(z), 250):  # bounded memory
-            lo, hi = S.betting_bounds(z[start : start + 250], level)
-            lo, hi = lower + lo * (upper - lower), lower + hi * (upper - lower)
-            finite = np.isfinite(lo) & np.isfinite(hi)
-            below, above = finite & (lo > truth), finite & (hi < truth)
-            out[i, 0] += int((finite & ~below & ~above).sum())
-            out[i, 1] += int(below.sum())
-            out[i, 2] += int(above.sum())
-            out[i, 3] += int(((lo < lower) | (hi > upper) | ~finite).sum())
+        crit = math.log(2.0 / (1.0 - level))
+        below, above = up >= crit, down >= crit
+        out[i] = [int((~below & ~above).sum()), int(below.sum()), int(above.sum()), left]
     return out
 
 
