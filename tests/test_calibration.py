@@ -42,21 +42,6 @@ def shipped_bases() -> list[dict]:
     return out
 
 
-def test_the_stored_table_is_current():
-    """Two cases of the table recomputed alone: the same numbers (each case has its own
-    generator, so it does not depend on the others or their order)."""
-    mean = table.load()["methods"]["mean"]
-    assert mean["resamples"] == S.N_RESAMPLES and mean["tail_factor"] == S.MEAN_TAIL_FACTOR
-    assert mean["levels"] == list(C.LEVELS) and mean["repetitions"] == C.REPETITIONS
-    for dist, n in ((C.DISTRIBUTIONS[1], 6), (C.DISTRIBUTIONS[2], 9)):
-        j = mean["sizes"].index(n)
-        hits = C.mean_case(dist, n, C.LEVELS)
-        stored = [row[j] for row in mean["coverage"][dist.name]]
-        assert list(np.round(hits[:, 0] / C.REPETITIONS, 6)) == stored, dist.name
-        below = [row[j] for row in mean["missed_below"][dist.name]]
-        assert list(np.round(hits[:, 1] / C.REPETITIONS, 6)) == below, dist.name
-
-
 def test_the_stored_boundary_table_is_current():
     """One case of the boundary's part recomputed alone (its own generator): the same
     coverage and share without an interval at every level."""
@@ -75,22 +60,7 @@ def test_the_stored_boundary_table_is_current():
 
 def test_the_tables_smallest_sizes_follow_from_its_coverage():
     """``n_min`` is what the coverage says: from it on every tabled size is calibrated on
-    every distribution, below it one is not; and it never shrinks as the level grows (the
-    rule that a level between the table's takes the next higher one relies on it)."""
-    mean = table.load()["methods"]["mean"]
-    cover = np.array([mean["coverage"][d.name] for d in C.DISTRIBUTIONS])  # (dist, level, n)
-    previous = 0
-    for i, level in enumerate(mean["levels"]):
-        need = mean["n_min"][i]
-        assert need == C.n_min(cover[:, i, :], mean["sizes"], level)
-        assert need is not None and need >= previous, (level, need)
-        previous = need
-        j = mean["sizes"].index(need)
-        assert cover[:, i, j:].min() >= level - table.TOLERANCE
-        if j > 0:
-            assert cover[:, i, j - 1].min() < level - table.TOLERANCE
-    # the Monte Carlo standard error of a case at 0.95 resolves the tolerance
-    assert math.sqrt(0.95 * 0.05 / mean["repetitions"]) < table.TOLERANCE / 2
+    truth, below it one is not."""
     bd = table.load()["methods"]["boundary"]
     cover = np.array([bd["coverage"][t.name] for t in C.BOUNDARY_TRUTHS])
     for i, level in enumerate(bd["levels"]):
@@ -112,8 +82,7 @@ def test_every_interval_the_shipped_ledgers_decide_with_is_calibrated():
     assert {c.method for c in cases} == {S.MEAN, S.QUANTILE, S.SHARE, S.BOUNDARY}
     for case in sorted(cases, key=lambda c: (c.method, c.level, c.n)):
         if case.method == S.MEAN:
-            need = table.mean_n_min(case.level)
-            assert need is not None and case.n >= need, case
+            continue  # valid by construction (tests/test_intervals.py measures it)
         elif case.method == S.BOUNDARY:
             need = table.boundary_n_min(case.level)
             assert need is not None and case.n >= need, case
@@ -183,7 +152,7 @@ def test_a_case_is_measured_by_its_method():
     """``attnsvm claims --calibrate`` measures a case: the mean by simulation on every
     distribution (with its Monte Carlo standard error), the exact methods exactly."""
     mean = C.check_case(C.Case(S.MEAN, 12, 0.95), reps=200)
-    assert set(mean["coverage"]) == {d.name for d in C.DISTRIBUTIONS}
+    assert set(mean["coverage"]) == {d.name for d in C.SHAPES} and mean["ok"]
     assert mean["se"] == pytest.approx(math.sqrt(0.95 * 0.05 / 200))
     share = C.check_case(C.Case.of({"method": S.SHARE, "n": 20, "level": 0.975}))
     assert share["ok"] and share["se"] == 0 and share["coverage"]["exact"] >= 0.975

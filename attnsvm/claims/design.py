@@ -32,7 +32,7 @@ import numpy as np
 
 from attnsvm.claims import stats as S
 from attnsvm.claims import table
-from attnsvm.claims.evaluate import Sample, outcome
+from attnsvm.claims.evaluate import EXCLUDED, Sample, outcome
 from attnsvm.claims.spec import Point, claim_bounds, select_points, trend_values
 from attnsvm.config.claims import ClaimModel, holds
 
@@ -156,8 +156,7 @@ def ideal_samples(
             vals = t + scale * z
             if bounds is not None:  # the ideal of a bounded mean: at its range's ends
                 vals = np.clip(t if claim.kind != "level" else vals, *bounds) * np.ones(n)
-        out.append(Sample(p, vals, n, dict.fromkeys(("failed", "nonfinite", "missing",
-                                                     "not_given", "no_value"), 0),
+        out.append(Sample(p, vals, n, dict.fromkeys(EXCLUDED, 0),
                           seeds=np.arange(n)))  # fmt: skip
     return out
 

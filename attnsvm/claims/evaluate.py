@@ -35,11 +35,11 @@ from attnsvm.claims.spec import (
     select_points,
     trend_values,
 )
-from attnsvm.config.claims import ClaimModel, baseline_claim, condition, holds
+from attnsvm.config.claims import ClaimModel, baseline_claim, claim_hash, condition, holds
 from attnsvm.sweep.summary import cell_values
 
 #: why a cell of a selected point gives no value, in the order they are checked
-EXCLUDED = ("failed", "nonfinite", "missing", "not_given", "no_value")
+EXCLUDED = ("failed", "nonfinite", "missing", "seen", "not_given", "no_value")
 #: prefixes of the per-cell variables that belong to one SVM (``corr_<svm>`` ...)
 _SVM_PREFIXES = ("corr_", "rank_", "erank_", "objective_", "feasible_", "mratio_")
 
@@ -192,9 +192,26 @@ def _meets(value: Any, cond: Any) -> bool:
     return holds(op, value, operand)
 
 
-def read_samples(reader: _Reader, claim: ClaimModel, points: Sequence[Point]) -> list[Sample]:
+def fresh_seeds(claim: ClaimModel) -> tuple[tuple[int, int] | None, str | None]:
+    """The seeds a claim was written against (``written_against.seeds``, to be left out)
+    and why it is exploratory (None: it is decided on the other seeds): no record of the run
+    it was written against, or a text changed since (docs/science.md §13)."""
+    w = claim.written_against
+    if w is None:
+        return None, "no written_against: the run it was written against is not recorded"
+    if w.hash != claim_hash(claim):
+        return None, f"its text changed since written_against ({w.hash} != {claim_hash(claim)})"
+    return (w.seeds[0], w.seeds[1]), None
+
+
+def read_samples(
+    reader: _Reader, claim: ClaimModel, points: Sequence[Point],
+    seen: tuple[int, int] | None = None,
+) -> list[Sample]:  # fmt: skip
     """One :class:`Sample` per point (module docstring): the used values are the claim's
-    values, or 0/1 whether they meet ``per_seed`` for a share."""
+    values, or 0/1 whether they meet ``per_seed`` for a share; cells of a seed in ``seen``
+    (first, last) are left out as ``seen``."""
+    seed_values = np.asarray(reader.sweep["seed"].values) if "seed" in reader.sweep else None
     ok = codes.CELL_STATUS.index("ok")
     names = [claim.variable]
     names += [claim.minus] if isinstance(claim.minus, str) else list(claim.minus or [])
@@ -212,6 +229,13 @@ def read_samples(reader: _Reader, claim: ClaimModel, points: Sequence[Point]) ->
             if code != ok:
                 known = 0 <= code < len(codes.CELL_STATUS)
                 excluded[codes.CELL_STATUS[code] if known else "missing"] += 1
+                continue
+            if (
+                seen is not None
+                and seed_values is not None
+                and (seen[0] <= int(seed_values[s]) <= seen[1])
+            ):
+                excluded["seen"] += 1
                 continue
             if not all(_meets(given[k][s], cond) for k, cond in claim.given.items()):
                 excluded["not_given"] += 1
@@ -568,13 +592,15 @@ def apply_null(claim: ClaimModel, null: str | None, samples: list[Sample], rng) 
     return out
 
 
-def baseline_entry(reader: _Reader, claim: ClaimModel, seeder: Seeder) -> dict | None:
-    """The control row of a claim: its baseline evaluated like the claim (None without)."""
+def baseline_entry(reader: _Reader, claim: ClaimModel, seeder: Seeder,
+                   seen: tuple[int, int] | None = None) -> dict | None:  # fmt: skip
+    """The control row of a claim: its baseline evaluated like the claim, on the same seeds
+    (None without)."""
     base = baseline_claim(claim)
     if base is None:
         return None
     points = select_points(reader.axes, base.where)
-    samples = read_samples(reader, base, points)
+    samples = read_samples(reader, base, points, seen)
     rng = np.random.default_rng(seeder("baseline/null"))
     samples = apply_null(base, claim.baseline.null_model, samples, rng)
     res = outcome(base, samples, reader.axes, points, lambda label: seeder(f"baseline/{label}"))
@@ -609,7 +635,12 @@ def evaluate_claim(
     if confidence is not None:
         claim = claim.model_copy(update={"confidence": confidence})
     points = select_points(reader.axes, claim.where)
-    samples = read_samples(reader, claim, points)
+    seen, exploratory = fresh_seeds(claim)
+    samples = read_samples(reader, claim, points, seen)
+    if seen is not None and not any(len(s.values) for s in samples):
+        exploratory = f"every cell's seed is one it was written against ({seen[0]}..{seen[1]})"
+        seen = None
+        samples = read_samples(reader, claim, points)
 
     def seed(label: str) -> int:
         return S.seed_of(experiment, claim.name, label)
@@ -626,6 +657,7 @@ def evaluate_claim(
         "experiment": experiment,
         **claim.model_dump(mode="json"),
         "verdict": res.verdict,
+        "exploratory": exploratory,
         "estimate": _num(head.estimate),
         "interval": [_num(head.lo), _num(head.hi)],
         "interval_confidence": head.confidence,
@@ -639,7 +671,7 @@ def evaluate_claim(
         "rows": [r.as_dict() for r in res.rows],
     }
     if confidence is None:
-        entry["control"] = baseline_entry(reader, claim, seed)
+        entry["control"] = baseline_entry(reader, claim, seed, seen)
     return entry
 
 

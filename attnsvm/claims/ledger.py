@@ -42,7 +42,7 @@ from attnsvm.provenance import ATTNSVM_VERSION
 from attnsvm.sweep.derived import check_record, claims_inputs, record_of, write_record
 from attnsvm.sweep.integrity import load_verified
 
-LEDGER_FORMAT = "attnsvm-claims-2"
+LEDGER_FORMAT = "attnsvm-claims-3"
 #: the family-wise error rate of the exit gate (Holm over every claim of a config)
 FAMILY_ALPHA = 0.05
 #: the smallest level a FAIL is tried at, as a share of its own 1 - confidence: 2^-12
@@ -51,7 +51,7 @@ _FAIL_P_STEPS = 48
 CSV_COLUMNS = (
     "experiment", "claim", "kind", "claim_verdict", "level", "label", "verdict", "estimate",
     "lo", "hi", "confidence", "method", "n_values", "n_cells", *EXCLUDED, "variable", "minus",
-    "aggregate", "test", "statement", "theory", "figure",
+    "aggregate", "test", "statement", "theory", "figure", "source", "exploratory",
 )  # fmt: skip
 
 
@@ -104,7 +104,8 @@ def ledger_entries(sweep, claims: Sequence[ClaimModel], experiment: str) -> list
     for claim in claims:
         entry = evaluate_claim(reader, claim, experiment)
         entry["design"] = decidability(claim, reader.axes, reader.n_seeds)
-        entry["fail_p"] = fail_p(reader, claim, experiment) if entry["verdict"] == "FAIL" else 1.0
+        decided = entry["verdict"] == "FAIL" and not entry["exploratory"]
+        entry["fail_p"] = fail_p(reader, claim, experiment) if decided else 1.0
         out.append(entry)
     return out
 
@@ -261,6 +262,7 @@ def csv_rows(entries: Sequence[dict]) -> list[dict[str, Any]]:
             "minus": json.dumps(e["minus"]) if isinstance(e["minus"], list) else e["minus"],
             "aggregate": e["aggregate"], "test": test_text(e), "statement": e["statement"],
             "theory": e["theory"], "figure": e["figure"],
+            "source": (e.get("source") or {}).get("type"), "exploratory": e.get("exploratory"),
         }  # fmt: skip
         head = {
             "level": "claim", "label": e["decided_by"], "verdict": e["verdict"],
@@ -323,12 +325,27 @@ def design_note(entry: dict) -> str | None:
     return f"INCONCLUSIVE by design: {d['seeds']} seeds per grid point cannot decide it; {would}"
 
 
+def verdict_word(entry: dict) -> str:
+    """``PASS``, or ``PASS*`` for an exploratory verdict (decided on seeds the claim was
+    written against, or without a record of them: docs/science.md §13)."""
+    return entry["verdict"] + ("*" if entry.get("exploratory") else "")
+
+
+def source_text(entry: dict) -> str:
+    """What kind of statement the claim is: ``theorem``, ``observation`` or ``conjecture``."""
+    src = entry.get("source") or {}
+    return src.get("type", "?")
+
+
 def text_table(entries: Sequence[dict]) -> str:
     """The claims as a plain-text table (``attnsvm claims``): verdict, claim, evidence, its
     control row, whether its seeds could decide it, and where it fails."""
     lines = []
     for e in entries:
-        lines.append(f"{e['verdict']:<12} {e['experiment']}/{e['name']}: {e['statement']}")
+        lines.append(f"{verdict_word(e):<12} {e['experiment']}/{e['name']} "
+                     f"[{source_text(e)}]: {e['statement']}")  # fmt: skip
+        if e.get("exploratory"):
+            lines.append(f"{'':<12} exploratory: {e['exploratory']}")
         lines.append(f"{'':<12} {evidence_text(e)}")
         for extra in (control_text(e), design_note(e)):
             if extra:

@@ -342,7 +342,10 @@ def _shape(
         for k, values in (raw.get("grid") or {}).items()
     }
     seeds = raw.get("seeds", 1)
-    seeds = range(seeds) if isinstance(seeds, int) else sorted(seeds)
+    if isinstance(seeds, dict):  # {from: first, count: N}: seeds first .. first + N - 1
+        seeds = range(seeds["from"], seeds["from"] + seeds["count"])
+    else:
+        seeds = range(seeds) if isinstance(seeds, int) else sorted(seeds)
     figures = raw.get("figures") or []
     return Experiment(
         name,

@@ -209,7 +209,17 @@ GridModel = create_model(
 
 
 def _seeds(value: Any) -> Any:
-    """``seeds``: a count N (seeds 0..N-1) or a list of distinct integers in [0, 2**63 - 1]."""
+    """``seeds``: a count N (seeds 0..N-1), ``{from: S, count: N}`` (seeds S..S+N-1: a range
+    that claims written against 0..N-1 were not, docs/science.md §13) or a list of distinct
+    integers in [0, 2**63 - 1]."""
+    if isinstance(value, dict):
+        if set(value) != {"from", "count"} or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value.values()
+        ):
+            raise _Problem(f"'seeds' as a range is {{from: first, count: N}}, got {short(value)}")
+        if value["from"] < 0 or value["count"] < 1 or value["from"] + value["count"] > MAX_SEED + 1:
+            raise _Problem(f"'seeds' range must lie in [0, 2**63 - 1], got {short(value)}")
+        return value
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
             raise _Problem(f"'seeds' as a count must be >= 1, got {value}")
@@ -235,13 +245,22 @@ _SEEDS_SCHEMA = {
     "oneOf": [
         {"type": "integer", "minimum": 1, "maximum": MAX_SEED + 1},
         {
+            "type": "object",
+            "properties": {
+                "from": {"type": "integer", "minimum": 0},
+                "count": {"type": "integer", "minimum": 1},
+            },
+            "required": ["from", "count"],
+            "additionalProperties": False,
+        },
+        {
             "type": "array",
             "items": {"type": "integer", "minimum": 0, "maximum": MAX_SEED},
             "minItems": 1,
             "uniqueItems": True,
         },
     ],
-    "description": "a count N (seeds 0..N-1) or a list of distinct seeds",
+    "description": "a count N (seeds 0..N-1), {from: S, count: N} or a list of distinct seeds",
 }
 Seeds = Annotated[Any, AfterValidator(_seeds), WithJsonSchema(_SEEDS_SCHEMA)]
 Seconds = Annotated[float, Field(ge=0, le=MAX_BLOCK_SECONDS, strict=True, allow_inf_nan=False)]

@@ -31,7 +31,9 @@ from attnsvm.claims.ledger import (
     fmt,
     left_out_text,
     read_ledger,
+    source_text,
     test_text,
+    verdict_word,
 )
 from attnsvm.claims.stats import VERDICTS
 from attnsvm.report.status_table import STATUS_CSS
@@ -127,7 +129,7 @@ def claims_table_html(entries: list[dict], figures: FigurePaths) -> str:
         page = _png(figures, e)
         link = f'<a href="{_show_result(page)}">{html.escape(e["figure"])}</a>' if page else "-"
         rows.append(
-            f"<tr><td class='{e['verdict']}'>{e['verdict']}</td>"
+            f"<tr><td class='{e['verdict']}'>{verdict_word(e)} ({source_text(e)})</td>"
             f"<td>{html.escape(e['experiment'])}</td>"
             f"<td><details><summary>{html.escape(e['statement'])}</summary>"
             f"{_details_html(e)}</details></td>"
