@@ -675,7 +675,7 @@ def test_the_family_wise_gate_is_holms():
                       "threshold": hi + 1e-4})  # fmt: skip
     reader = _Reader(sweep)
     assert evaluate_claim(reader, near, "x")["verdict"] == "FAIL"
-    assert fail_p(reader, far, "x") < fail_p(reader, near, "x") <= 0.05
+    assert fail_p(reader, far, "x") < fail_p(reader, near, "x") <= 0.05 + 1e-12
 
 
 def test_a_variable_the_store_lacks_is_one_line_not_a_traceback():
@@ -863,10 +863,12 @@ def test_issue_29_claims_on_known_data():
 
     def betas(lead_095, lead_0999):
         cols = {f"corr_{n}_alpha": [0.9, 0.9] for n in others}
-        cols["corr_max_alpha"] = [0.9 + lead_095, 0.9 + lead_0999]
-        return _planted("adam_beta2", [0.95, 0.999], cols)
+        cols["corr_max_alpha"] = [0.4 + lead_095, 0.4 + lead_0999]
+        cols = {k: [v - 0.5 if k != "corr_max_alpha" else v for v in vs] for k, vs in cols.items()}
+        return _planted("adam_beta2", [0.95, 0.999], cols, seeds=150)
 
-    for truth, verdict in ((betas(0.05, -0.05), "PASS"), (betas(-0.05, 0.05), "FAIL")):
+    # a mean lead on [-2, 2]: valid for every distribution there, so 150 seeds and a lead of 0.5
+    for truth, verdict in ((betas(0.5, -0.5), "PASS"), (betas(-0.5, 0.5), "FAIL")):
         for name in ("adam_small_beta2_prefers_max", "adam_max_lead_falls_with_beta2"):
             (claim,) = claims({k: v for k, v in adam[name].items() if k != "figure"})
             assert evaluate_claim(truth, claim, "x")["verdict"] == verdict, (name, verdict)
