@@ -51,6 +51,8 @@ def shrink_experiment(exp: dict[str, Any]) -> dict[str, Any]:
     seeds = out.get("seeds")
     if isinstance(seeds, int):
         out["seeds"] = min(seeds, CAPS["seeds"])
+    elif isinstance(seeds, dict):  # {from: S, count: N}: the first seeds of the range
+        out["seeds"] = {**seeds, "count": min(seeds["count"], CAPS["seeds"])}
     elif seeds is not None:
         out["seeds"] = seeds[: CAPS["seeds"]]
     if "claims" in out:
