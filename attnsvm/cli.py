@@ -417,7 +417,7 @@ def _calibrate(plan, entries: list[dict] | None, args: argparse.Namespace) -> in
     ok = all(r["ok"] for r in results) and all(r["ok"] for r in composite)
     if args.json:
         doc = {"source": source, "ok": ok, "cases": results, "composite": composite,
-               "table": C.table.load()["methods"]["mean"]}  # fmt: skip
+               "table": C.table.load()["methods"]}  # fmt: skip
         print(json.dumps(doc, indent=1))
     else:
         print(f"calibration of the intervals the ledger decides with ({source}):")
@@ -426,7 +426,7 @@ def _calibrate(plan, entries: list[dict] | None, args: argparse.Namespace) -> in
         print("built intervals on data whose seeds are shared by 4 points:")
         for r in composite:
             print("  " + C.case_text(r))
-        print("the stored table of the mean (attnsvm/claims/calibration.json):")
+        print("the stored calibration table (attnsvm/claims/calibration.json):")
         for line in C.table_summary():
             print("  " + line)
         print(f"{sum(r['ok'] for r in results)} of {len(results)} case(s) calibrated"

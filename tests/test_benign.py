@@ -155,10 +155,12 @@ def _b13_claims(config: str = "config/config.yaml", experiment: str = "b13_benig
     return {c.name: c for c in TypeAdapter(list[Claim]).validate_python(raw)}
 
 
-def _sweep(excess: dict, excess_mm: dict, flip_fit: dict, seeds: int = 12):
+def _sweep(excess: dict, excess_mm: dict, flip_fit: dict, seeds: int = 300):
     """A sweep along snr with per-seed ``test_err`` ~ N(bayes + excess[snr], 0.005), the
     interpolator's ``test_err_mm`` likewise, ``flip_fit`` ~ N(flip_fit[snr], 0.01), the
-    Bayes-optimal classifier's values and an interpolator that fits every label: a known truth."""
+    Bayes-optimal classifier's values and an interpolator that fits every label: a known truth.
+    Seeds enough for the betting interval, valid for every distribution on [-1, 1], to decide
+    a margin of 0.05 (docs/science.md §13); fresh seeds, none the claims were written against."""
     import xarray as xr
 
     rng = np.random.default_rng(0)
@@ -176,7 +178,7 @@ def _sweep(excess: dict, excess_mm: dict, flip_fit: dict, seeds: int = 12):
     return xr.Dataset(
         {"status": (dims, np.zeros((len(snrs), seeds), np.int8)),
          **{k: (dims, v) for k, v in columns.items()}},
-        coords={"snr": snrs, "seed": np.arange(seeds)},
+        coords={"snr": snrs, "seed": np.arange(1000, 1000 + seeds)},  # fresh seeds
         attrs={"axes": ["snr"]},
     )  # fmt: skip
 
@@ -212,9 +214,10 @@ def test_the_claims_of_b13_give_the_known_verdicts(excess, excess_mm, flip_fit, 
             assert not entry["control"]["passes"], name
 
 
-def _delayed_sweep(at_fit: dict, final: dict, flip_fit: dict, seeds: int = 12):
+def _delayed_sweep(at_fit: dict, final: dict, flip_fit: dict, seeds: int = 1000):
     """Per-seed ``test_err_at_fit`` ~ N(at_fit[snr], 0.004), ``test_err`` ~ N(final[snr],
-    0.004) and ``flip_fit`` ~ N(flip_fit[snr], 0.01) along snr: a known truth."""
+    0.004) and ``flip_fit`` ~ N(flip_fit[snr], 0.01) along snr: a known truth, with seeds
+    enough for a distribution-free interval to fit inside a band of +-0.02."""
     import xarray as xr
 
     rng = np.random.default_rng(1)
@@ -229,7 +232,7 @@ def _delayed_sweep(at_fit: dict, final: dict, flip_fit: dict, seeds: int = 12):
     return xr.Dataset(
         {"status": (dims, np.zeros((len(snrs), seeds), np.int8)),
          **{k: (dims, v) for k, v in draws.items()}},
-        coords={"snr": snrs, "seed": np.arange(seeds)},
+        coords={"snr": snrs, "seed": np.arange(1000, 1000 + seeds)},  # fresh seeds
         attrs={"axes": ["snr"]},
     )  # fmt: skip
 

@@ -160,7 +160,8 @@ def _boundary_entry(n: np.ndarray, c: np.ndarray, values: np.ndarray) -> dict:
     )  # fmt: skip
     claim = BoundaryClaim(
         kind="boundary", name="b", statement="s", theory="t", variable="excess", along="n",
-        across="snr", level=0.15, op="between", threshold=[-0.75, -0.25],
+        across="snr", level=0.15, op="between", threshold=[-0.75, -0.25], margin=0.1,
+        source={"type": "conjecture", "cite": "a synthetic boundary of known slope"},
         baseline={"name": "no n dependence", "null_model": "shuffle"},
     )  # fmt: skip
     return evaluate_claim(sweep, claim, "exp")

@@ -20,6 +20,7 @@ from tests.workflow_helpers import (
     TEST_CONFIG,
     executed_jobs,
     expected_blocks,
+    first_seed,
     load_test_config,
     one_experiment,
     real_config,
@@ -237,7 +238,8 @@ def test_crashed_block_is_counted_not_lost(tmp_path, monkeypatch):
     cfg, exp = one_experiment("e2_local", block_size=2)
     out = wd / cfg["results"] / "e2_local"
     bs, n_cells = exp["block_size"], len(exp["grid"]["param"]) * seed_count(exp)
-    killed = f"param=KQ_seeds={bs}-{2 * bs - 1}"  # the second block of KQ seeds
+    s0 = first_seed(exp)
+    killed = f"param=KQ_seeds={s0 + bs}-{s0 + 2 * bs - 1}"  # the second block of KQ seeds
     write_config(wd / "c.yaml", cfg)
     monkeypatch.setenv(FAULT_ENV, f"raise:{killed}")
     proc = snakemake(wd, "--configfile", "c.yaml")
@@ -246,7 +248,7 @@ def test_crashed_block_is_counted_not_lost(tmp_path, monkeypatch):
     sweep = xr.open_zarr(out / "sweep.zarr")
     counts = json.loads(sweep.attrs["status_counts"])
     assert counts == {"ok": n_cells - bs, "nonfinite": 0, "failed": bs, "missing": 0}
-    msg = str(sweep["message"].sel(param="KQ", seed=bs).values)
+    msg = str(sweep["message"].sel(param="KQ", seed=s0 + bs).values)
     assert "worker exited with status 1" in msg and "fault injected" in msg
     summary = xr.open_dataset(out / "summary.nc")
     assert int(summary["count_status"].sel(status="failed").sum()) == bs

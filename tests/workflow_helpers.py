@@ -119,7 +119,17 @@ def one_experiment(name: str, block_size: int) -> tuple[dict[str, Any], dict[str
 
 def seed_count(exp: dict[str, Any]) -> int:
     seeds = exp.get("seeds", 1)
+    if isinstance(seeds, dict):  # {from: S, count: N}
+        return seeds["count"]
     return seeds if isinstance(seeds, int) else len(seeds)
+
+
+def first_seed(exp: dict[str, Any]) -> int:
+    """The first seed of an experiment (a ``{from: S, count: N}`` range starts at S)."""
+    seeds = exp.get("seeds", 1)
+    if isinstance(seeds, dict):
+        return seeds["from"]
+    return 0 if isinstance(seeds, int) else min(seeds)
 
 
 def expected_blocks(exp: dict[str, Any]) -> int:

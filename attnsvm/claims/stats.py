@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
-from attnsvm.claims import table
+import attnsvm.claims.table as table
 
 #: verdicts, best first
 VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE")
